@@ -1,0 +1,148 @@
+/* fp8 codec: the scalar reference conversions and the bulk entry points.
+ *
+ * The scalar functions define the semantics; the SIMD paths (fp8_avx2.c, fp8_avx512.c) and the
+ * GPU kernels must give the same bytes for every input. Built with -ffp-contract=off so no
+ * multiply-add is ever fused. */
+#include "internal.h"
+#include "feather/fp8.h"
+
+#include <string.h>
+
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* Round a non-negative float below 2^22 to an integer, ties to even: adding 2^23 pushes the
+ * fraction out of the mantissa under the default rounding mode, exactly. */
+static inline uint32_t rne_small(float t) { return (uint32_t)((t + 8388608.0f) - 8388608.0f); }
+
+float feather_fp8_max(feather_fp8 f) { return f == FEATHER_FP8_E5M2 ? FEATHER_E5M2_MAX : FEATHER_E4M3FN_MAX; }
+const char *feather_fp8_name(feather_fp8 f) { return f == FEATHER_FP8_E5M2 ? "e5m2" : "e4m3fn"; }
+feather_dtype feather_fp8_dtype(feather_fp8 f) { return f == FEATHER_FP8_E5M2 ? FEATHER_F8_E5M2 : FEATHER_F8_E4M3; }
+
+float feather_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0x1f) return u2f(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        /* subnormal (or zero): m · 2^-24, exact in f32 */
+        float v = (float)m * u2f(0x33800000u); /* 2^-24 */
+        return u2f(f2u(v) | sign);
+    }
+    return u2f(sign | ((e + 112) << 23) | (m << 13));
+}
+
+float feather_bf16_to_f32(uint16_t b) { return u2f((uint32_t)b << 16); }
+
+uint16_t feather_f32_to_f16(float x) {
+    uint32_t u = f2u(x), sign = (u >> 16) & 0x8000, a = u & 0x7fffffff;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00);      /* NaN stays NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);     /* rounds past 65504: Inf */
+    if (a >= 0x38800000u) {                                     /* normal range */
+        uint32_t r = a + 0xfff + ((a >> 13) & 1);
+        return (uint16_t)(sign | ((r >> 13) - (112u << 10)));
+    }
+    return (uint16_t)(sign | rne_small(u2f(a) * 16777216.0f)); /* subnormal: steps of 2^-24 */
+}
+
+uint16_t feather_f32_to_bf16(float x) {
+    uint32_t u = f2u(x);
+    if ((u & 0x7fffffff) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* Shared shape of both fp8 encoders: mbits mantissa bits, exponent bias 'bias', largest code
+ * 'maxcode' whose f32 pattern is 'maxbits', min normal pattern 'minnorm', subnormal step 2^-sub. */
+static inline uint8_t f32_to_fp8(float x, unsigned mbits, unsigned bias, uint8_t maxcode,
+                                 uint32_t maxbits, uint32_t minnorm, float substep_inv) {
+    uint32_t u = f2u(x), a = u & 0x7fffffff;
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80);
+    if (a > 0x7f800000u) return 0;                 /* NaN → +0 */
+    if (a >= minnorm) {
+        unsigned shift = 23 - mbits;
+        uint32_t r = a + ((1u << (shift - 1)) - 1) + ((a >> shift) & 1);
+        r &= ~((1u << shift) - 1);
+        if (r > maxbits) return sign | maxcode;    /* saturate (Inf included) */
+        return (uint8_t)(sign | ((r >> shift) - ((127u - bias) << mbits)));
+    }
+    /* Subnormal range: the codes continue linearly up to the first normal. */
+    return (uint8_t)(sign | rne_small(u2f(a) * substep_inv));
+}
+
+uint8_t feather_f32_to_e5m2(float x) {
+    return f32_to_fp8(x, 2, 15, 0x7b, 0x47600000u /* 57344 */, 0x38800000u /* 2^-14 */, 65536.0f);
+}
+uint8_t feather_f32_to_e4m3fn(float x) {
+    return f32_to_fp8(x, 3, 7, 0x7e, 0x43e00000u /* 448 */, 0x3c800000u /* 2^-6 */, 512.0f);
+}
+
+uint8_t feather_f16_to_e5m2(uint16_t h) {
+    /* e5m2 is the high byte of fp16: rounding is integer rounding of the 16-bit pattern. */
+    uint16_t sign = h & 0x8000, a = h & 0x7fff;
+    if (a > 0x7c00) return 0;
+    uint32_t r = (uint32_t)a + 0x7f + ((a >> 8) & 1);
+    if (r > 0x7bff) r = 0x7b00;
+    return (uint8_t)((r | sign) >> 8);
+}
+uint8_t feather_bf16_to_e5m2(uint16_t b) { return feather_f32_to_e5m2(feather_bf16_to_f32(b)); }
+uint8_t feather_f16_to_e4m3fn(uint16_t h) { return feather_f32_to_e4m3fn(feather_f16_to_f32(h)); }
+uint8_t feather_bf16_to_e4m3fn(uint16_t b) { return feather_f32_to_e4m3fn(feather_bf16_to_f32(b)); }
+
+float feather_e5m2_to_f32(uint8_t q) { return feather_f16_to_f32((uint16_t)(q << 8)); }
+
+float feather_e4m3fn_to_f32(uint8_t q) {
+    uint32_t sign = (uint32_t)(q & 0x80) << 24, e = (q >> 3) & 15, m = q & 7;
+    if (e == 15 && m == 7) return u2f(sign | 0x7fc00000u);
+    if (e == 0) return u2f(f2u((float)m * (1.0f / 512.0f)) | sign);
+    return u2f(sign | ((e + 120) << 23) | (m << 20));
+}
+
+uint8_t feather_f32_to_fp8(float x, feather_fp8 f) {
+    return f == FEATHER_FP8_E5M2 ? feather_f32_to_e5m2(x) : feather_f32_to_e4m3fn(x);
+}
+float feather_fp8_to_f32(uint8_t q, feather_fp8 f) {
+    return f == FEATHER_FP8_E5M2 ? feather_e5m2_to_f32(q) : feather_e4m3fn_to_f32(q);
+}
+
+uint64_t feather_count_nonfinite(feather_dtype dtype, const void *src, size_t n) {
+    uint64_t c = 0;
+    if (dtype == FEATHER_F16) {
+        const uint16_t *p = src;
+        for (size_t i = 0; i < n; i++) c += (p[i] & 0x7c00) == 0x7c00;
+    } else if (dtype == FEATHER_BF16) {
+        const uint16_t *p = src;
+        for (size_t i = 0; i < n; i++) c += (p[i] & 0x7f80) == 0x7f80;
+    } else if (dtype == FEATHER_F32) {
+        const uint32_t *p = src;
+        for (size_t i = 0; i < n; i++) c += (p[i] & 0x7f800000u) == 0x7f800000u;
+    }
+    return c;
+}
+
+/* Scalar bulk cast: the reference the SIMD paths are tested against. */
+void feather_fp8_cast_scalar(feather_dtype dt, const void *src, size_t n, float inv,
+                             feather_fp8 fmt, uint8_t *dst) {
+    if (dt == FEATHER_F16 && fmt == FEATHER_FP8_E5M2 && inv == 1.0f) {
+        const uint16_t *p = src;
+        for (size_t i = 0; i < n; i++) dst[i] = feather_f16_to_e5m2(p[i]);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float w = dt == FEATHER_F16    ? feather_f16_to_f32(((const uint16_t *)src)[i])
+                  : dt == FEATHER_BF16 ? feather_bf16_to_f32(((const uint16_t *)src)[i])
+                                       : ((const float *)src)[i];
+        dst[i] = feather_f32_to_fp8(w * inv, fmt);
+    }
+}
+
+feather_status feather_fp8_cast(const feather_ctx *ctx, feather_dtype dt, const void *src,
+                                size_t n, float inv, feather_fp8 fmt, uint8_t *dst) {
+    (void)ctx;
+    if (dt != FEATHER_F16 && dt != FEATHER_BF16 && dt != FEATHER_F32) return FEATHER_E_ARG;
+    feather_fp8_cast_scalar(dt, src, n, inv, fmt, dst);
+    return FEATHER_OK;
+}
+
+void feather_fp8_decode(const uint8_t *q, size_t n, float scale, feather_fp8 fmt, float *dst) {
+    float lut[256];
+    for (int i = 0; i < 256; i++) lut[i] = feather_fp8_to_f32((uint8_t)i, fmt) * scale;
+    for (size_t i = 0; i < n; i++) dst[i] = lut[q[i]];
+}

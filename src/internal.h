@@ -1,0 +1,52 @@
+/* Internal helpers shared by the library's modules. Not installed. */
+#ifndef FEATHER_INTERNAL_H
+#define FEATHER_INTERNAL_H
+
+#include "feather/feather.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#if defined(__GNUC__)
+#define FEATHER_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define FEATHER_PRINTF(a, b)
+#endif
+
+/* Fills err (if not NULL) and returns code. Messages are one line: callers format them as
+ * "FILE: tensor 'NAME': rule". */
+feather_status feather_fail(feather_error *err, feather_status code, const char *fmt, ...)
+    FEATHER_PRINTF(3, 4);
+/* Prefixes an existing message with "prefix: " (keeps the code). */
+feather_status feather_fail_prefix(feather_error *err, feather_status code, const char *fmt, ...)
+    FEATHER_PRINTF(3, 4);
+
+/* Escapes a tensor name for a one-line message (control bytes become \xNN), truncating. */
+const char *feather_quote(const char *s, char *buf, size_t len);
+
+/* ---- thread pool ---- */
+/* Calls fn(arg, begin, end, worker) over [0, n) split into chunks of at least 'grain' items,
+ * using every worker of ctx (the caller's thread included). Returns when all are done.
+ * ctx may be NULL (runs on the caller's thread). */
+typedef void (*feather_range_fn)(void *arg, size_t begin, size_t end, int worker);
+void feather_parallel_for(const feather_ctx *ctx, size_t n, size_t grain, feather_range_fn fn,
+                          void *arg);
+
+/* ---- SIMD ---- */
+feather_simd feather_simd_cpu(void); /* what the CPU supports, ignoring the environment */
+
+/* ---- misc ---- */
+static inline uint64_t feather_rd64le(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline void feather_wr64le(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+/* Overflow-checked multiply: returns 0 on overflow. */
+static inline int feather_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+#endif
