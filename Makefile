@@ -46,7 +46,7 @@ programs: $(PROGRAMS)
 $(BUILD)/obj/%.o: src/%.c $(wildcard include/feather/*.h) src/internal.h | $(BUILD)/obj/cli $(BUILD)/obj/tests
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(XFLAGS) -c $< -o $@
 
-$(BUILD)/obj/tests/%.o: tests/%.c tests/test.h $(wildcard include/feather/*.h) | $(BUILD)/obj/tests
+$(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h) $(wildcard include/feather/*.h) | $(BUILD)/obj/tests
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/cli $(BUILD)/obj/tests:
