@@ -81,6 +81,9 @@ feather_status st_hashes_parse(st_header *h, const char *name, feather_error *er
     json_scan_free(&scan);
     if (st) return st;
     cJSON *root = cJSON_ParseWithLengthOpts(rec, len, NULL, 0);
+    if (!root)
+        return feather_fail(err, FEATHER_E_INVALID, "%s: metadata '%s' is not valid JSON " JSON_DISAGREE,
+                            name, FEATHER_HASH_KEY);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return feather_fail(err, FEATHER_E_INVALID,

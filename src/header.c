@@ -149,7 +149,7 @@ static feather_status read_ints(parse *p, const char *tensor, const char *field,
                           json_type(v));
     const json_array *a = json_scan_find(p->scan, member, index);
     if (!a || (size_t)cJSON_GetArraySize(v) != a->count)
-        return entry_fail(p, tensor, "%s: the JSON scan and cJSON disagree", field);
+        return entry_fail(p, tensor, "%s cannot be read " JSON_DISAGREE, field);
     for (size_t k = 0; k < a->count; k++) {
         const json_elem *e = &p->scan->elems[a->first + k];
         const char *tok = p->text + e->offset;
@@ -368,13 +368,13 @@ static feather_status parse_json(st_header *h, const uint8_t *text, const char *
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts((const char *)text, h->header_len, &end, 0);
     if (!root) {
-        st = feather_fail(err, FEATHER_E_INVALID, "%s: header is not valid JSON (cJSON)", name);
+        st = feather_fail(err, FEATHER_E_INVALID, "%s: header is not valid JSON " JSON_DISAGREE, name);
         goto out;
     }
     /* The scan already allowed only whitespace after the value; this guards the two agreeing. */
     for (const char *c = end; c < (const char *)text + h->header_len && !st; c++)
         if (*c != ' ' && *c != '\t' && *c != '\n' && *c != '\r')
-            st = feather_fail(err, FEATHER_E_INVALID, "%s: bytes after the header's JSON", name);
+            st = feather_fail(err, FEATHER_E_INVALID, "%s: bytes after the header's JSON " JSON_DISAGREE, name);
     if (st) goto out;
     if (!cJSON_IsObject(root)) {
         st = feather_fail(err, FEATHER_E_INVALID, "%s: header is %s, not a JSON object", name,

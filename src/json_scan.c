@@ -331,6 +331,9 @@ feather_status json_scan_run(json_scan *s, const uint8_t *text, size_t len, cons
         return feather_fail(err, FEATHER_E_INVALID,
                             "%s: %s starts with a UTF-8 byte order mark (not allowed in JSON)",
                             name, what);
+    /* Never NULL, so that an empty shape still points somewhere valid. */
+    if (grow_values(s))
+        return feather_fail(err, FEATHER_E_NOMEM, "%s: out of memory reading the %s", name, what);
     scanner sc = {.p = text, .len = len, .name = name, .what = what, .err = err, .out = s};
     skip_ws(&sc);
     feather_status st = scan_value(&sc, 0, ROLE_ROOT);

@@ -52,6 +52,9 @@ typedef struct json_scan {
 feather_status json_scan_run(json_scan *s, const uint8_t *text, size_t len, const char *name,
                              const char *what, feather_error *err);
 void json_scan_free(json_scan *s);
+/* Ends every message about cJSON reading text that the scan accepted differently: never
+ * expected, and what the fuzzer watches for. */
+#define JSON_DISAGREE "(the JSON scan and cJSON disagree)"
 /* The recorded array at (member, field), or NULL. */
 const json_array *json_scan_find(const json_scan *s, size_t member, size_t field);
 

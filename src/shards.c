@@ -95,8 +95,8 @@ static feather_status scan_dir(const char *dir, names *index, names *models, fea
             st = feather_fail(err, FEATHER_E_NOMEM, "%s: out of memory", dir);
     }
     closedir(d);
-    qsort(index->v, index->n, sizeof *index->v, cmp_cstr);
-    qsort(models->v, models->n, sizeof *models->v, cmp_cstr);
+    if (index->n) qsort(index->v, index->n, sizeof *index->v, cmp_cstr);
+    if (models->n) qsort(models->v, models->n, sizeof *models->v, cmp_cstr);
     return st;
 }
 
@@ -247,6 +247,8 @@ static feather_status parse_index(st_index *ix, const char *text, size_t len, co
     json_scan_free(&scan);
     if (st) return st;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, NULL, 0);
+    if (!root)
+        return feather_fail(err, FEATHER_E_INVALID, "%s: index is not valid JSON " JSON_DISAGREE, path);
     names shards = {0};
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(root) || !cJSON_IsObject(wm))

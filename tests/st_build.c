@@ -32,6 +32,14 @@ int stb_write(const char *path, const void *p, size_t n) {
     return (fclose(f) || w != n) ? -1 : 0;
 }
 
+void stb_corpus(const char *name, const stb_buf *b) {
+    const char *dir = getenv("FEATHER_CORPUS_OUT");
+    char path[1024];
+    if (!dir) return;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (stb_write(path, b->p, b->len)) fprintf(stderr, "cannot write %s\n", path);
+}
+
 uint8_t *stb_read(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

@@ -18,6 +18,9 @@ stb_buf stb_file(const char *hdr, size_t hlen, size_t data_len);
 void stb_free(stb_buf *b);
 /* Writes bytes to path; 0 on success. */
 int stb_write(const char *path, const void *p, size_t n);
+/* Saves b as a fuzzing seed named name when FEATHER_CORPUS_OUT names a directory (how
+ * tests/fuzz/corpus was made). */
+void stb_corpus(const char *name, const stb_buf *b);
 /* Reads a whole file (malloc'd); NULL on error. */
 uint8_t *stb_read(const char *path, size_t *len);
 

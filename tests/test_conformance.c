@@ -220,6 +220,7 @@ static void expect(const ccase *c, const char *how, feather_status st, const fea
 static void run_case(const ccase *c) {
     stb_buf b = stb_raw(c->lie ? c->n : c->hlen, c->hdr, c->hlen, c->data);
     feather_error e = {0};
+    stb_corpus(c->name, &b);
     expect(c, "check_header", feather_check_header(b.p, b.len, b.len, c->name, &e), &e, c->name);
 
     char file[256];
