@@ -31,6 +31,7 @@ typedef struct parse {
     feather_error *err;
     const cJSON *meta;  /* the __metadata__ object, or NULL */
     const char *text;   /* the header JSON */
+    int open_end;       /* file size unknown: report the data length instead of checking it */
 } parse;
 
 const char *st_shape_str(const feather_tensor *t, char *buf, size_t len) {
@@ -81,6 +82,17 @@ feather_status st_check_unique(const cJSON *obj, const char *name, const char *w
     size_t n = 0;
     for (const cJSON *c = obj->child; c; c = c->next) n++;
     if (n < 2) return FEATHER_OK;
+    if (n <= 8) { /* a tensor entry: a few fields, no need to sort */
+        for (const cJSON *a = obj->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (!strcmp(a->string, b->string)) {
+                    char q[256];
+                    return feather_fail(err, FEATHER_E_INVALID,
+                                        "%s: %s'%s' appears twice (duplicate keys are rejected)",
+                                        name, what, feather_quote(a->string, q, sizeof q));
+                }
+        return FEATHER_OK;
+    }
     const char **keys = malloc(n * sizeof *keys);
     if (!keys) return feather_fail(err, FEATHER_E_NOMEM, "%s: out of memory", name);
     size_t i = 0;
@@ -315,6 +327,10 @@ static feather_status check_layout(parse *p) {
         if (st) return st;
         cursor = t->end;
     }
+    if (p->open_end) {
+        h->data_len = cursor;
+        return FEATHER_OK;
+    }
     if (cursor > h->data_len)
         return feather_fail(p->err, FEATHER_E_INVALID,
                             "%s: data is truncated: the tensors need %llu bytes after the header "
@@ -360,7 +376,7 @@ static feather_status copy_strings(parse *p) {
 
 /* Everything after the length checks, on the N header bytes. */
 static feather_status parse_json(st_header *h, const uint8_t *text, const char *name,
-                                 feather_error *err) {
+                                 int open_end, feather_error *err) {
     json_scan scan;
     feather_status st = json_scan_run(&scan, text, h->header_len, name, "header", err);
     cJSON *root = NULL;
@@ -381,7 +397,8 @@ static feather_status parse_json(st_header *h, const uint8_t *text, const char *
                           json_type(root));
         goto out;
     }
-    parse p = {.h = h, .scan = &scan, .name = name, .err = err, .text = (const char *)text};
+    parse p = {.h = h, .scan = &scan, .name = name, .err = err, .text = (const char *)text,
+               .open_end = open_end};
     if ((st = st_check_unique(root, name, "key ", err)) || (st = read_root(&p, root)) ||
         (st = sort_tensors(&p)) || (st = check_layout(&p)) || (st = copy_strings(&p)))
         goto out;
@@ -401,8 +418,8 @@ out:
     return st;
 }
 
-feather_status st_header_parse(st_header *h, const uint8_t *buf, size_t len, uint64_t file_size,
-                               const char *name, feather_error *err) {
+static feather_status parse_file(st_header *h, const uint8_t *buf, size_t len, uint64_t file_size,
+                                 int open_end, const char *name, feather_error *err) {
     memset(h, 0, sizeof *h);
     uint64_t n;
     feather_status st = st_header_len(buf, len, file_size, name, &n, err);
@@ -412,7 +429,17 @@ feather_status st_header_parse(st_header *h, const uint8_t *buf, size_t len, uin
                             name, len - 8, (unsigned long long)n);
     h->header_len = n;
     h->data_len = file_size - 8 - n;
-    return parse_json(h, buf + 8, name, err);
+    return parse_json(h, buf + 8, name, open_end, err);
+}
+
+feather_status st_header_parse(st_header *h, const uint8_t *buf, size_t len, uint64_t file_size,
+                               const char *name, feather_error *err) {
+    return parse_file(h, buf, len, file_size, 0, name, err);
+}
+
+feather_status st_header_parse_prefix(st_header *h, const uint8_t *buf, size_t len,
+                                      const char *name, feather_error *err) {
+    return parse_file(h, buf, len, UINT64_MAX, 1, name, err);
 }
 
 void st_header_free(st_header *h) {

@@ -18,6 +18,7 @@ typedef struct shard {
     char *path;
     st_header hdr;
     const uint8_t *map; /* the whole file; NULL when opened header-only */
+    uint8_t *head;      /* header-only: a copy of the first 8 + N bytes */
     size_t map_len;     /* bytes to unmap; 0 when the memory is not ours */
     uint64_t file_size;
     size_t first;       /* index of its first tensor in the reader */
@@ -65,8 +66,20 @@ static feather_status read_head(shard *s, int fd, const char *name, feather_erro
     if (!buf) return feather_fail(err, FEATHER_E_NOMEM, "%s: out of memory for the header", name);
     st = pread_full(fd, buf, 8 + (size_t)n, 0, name, err);
     if (!st) st = st_header_parse(&s->hdr, buf, 8 + (size_t)n, s->file_size, name, err);
-    free(buf);
+    s->head = buf; /* kept for feather_shard_header_bytes */
     return st;
+}
+
+/* Maps the whole file read-only. */
+static feather_status map_fd(shard *s, int fd, const char *name, feather_error *err) {
+    if (s->file_size > SIZE_MAX)
+        return feather_fail(err, FEATHER_E_UNSUPPORTED, "%s: too large to map", name);
+    void *m = mmap(NULL, (size_t)s->file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED)
+        return feather_fail(err, FEATHER_E_IO, "%s: mmap failed: %s", name, strerror(errno));
+    s->map = m;
+    s->map_len = (size_t)s->file_size;
+    return FEATHER_OK;
 }
 
 static feather_status open_fd(shard *s, int fd, const char *name, unsigned flags,
@@ -77,30 +90,27 @@ static feather_status open_fd(shard *s, int fd, const char *name, unsigned flags
         return feather_fail(err, FEATHER_E_INVALID, "%s: not a regular file", name);
     s->file_size = (uint64_t)sb.st_size;
     if ((flags & FEATHER_OPEN_HEADER_ONLY) || s->file_size < 8) return read_head(s, fd, name, err);
-    if (s->file_size > SIZE_MAX)
-        return feather_fail(err, FEATHER_E_UNSUPPORTED, "%s: too large to map", name);
-    void *m = mmap(NULL, (size_t)s->file_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED)
-        return feather_fail(err, FEATHER_E_IO, "%s: mmap failed: %s", name, strerror(errno));
-    s->map = m;
-    s->map_len = (size_t)s->file_size;
-    return st_header_parse(&s->hdr, s->map, s->map_len, s->file_size, name, err);
+    /* Validated through the mapping itself: no copy of the header. Pages of the file that
+     * another process truncates later would fault (SIGBUS) like any mmap reader's. */
+    feather_status st = map_fd(s, fd, name, err);
+    return st ? st : st_header_parse(&s->hdr, s->map, s->map_len, s->file_size, name, err);
 }
 
+/* The header is validated from the decompressed head with the real decompressed size; only then
+ * is the temporary copy (which then holds exactly the declared bytes) mapped. */
 static feather_status open_zst(shard *s, const char *path, unsigned flags, feather_error *err) {
-    feather_status st;
-    if (flags & FEATHER_OPEN_HEADER_ONLY) {
-        uint8_t *head;
-        size_t len;
-        if ((st = zst_read_head(path, &head, &len, &s->file_size, err))) return st;
-        st = st_header_parse(&s->hdr, head, len, s->file_size, path, err);
-        free(head);
-        return st;
+    int fd = -1;
+    size_t len;
+    feather_status st = zst_decompress(path, (flags & FEATHER_OPEN_HEADER_ONLY) ? NULL : &fd,
+                                       &s->head, &len, &s->file_size, err);
+    if (st) return st;
+    st = st_header_parse(&s->hdr, s->head, len, s->file_size, path, err);
+    if (!st && fd >= 0) {
+        st = map_fd(s, fd, path, err);
+        free(s->head); /* the mapping holds the header now */
+        s->head = NULL;
     }
-    int fd;
-    if ((st = zst_to_tempfile(path, &fd, err))) return st;
-    st = open_fd(s, fd, path, flags, err);
-    close(fd); /* the mapping keeps the unlinked file alive */
+    if (fd >= 0) close(fd); /* the mapping keeps the unlinked file alive */
     return st;
 }
 
@@ -134,6 +144,7 @@ void feather_close(feather_reader *r) {
         shard *s = &r->shards[i];
         if (s->map_len) munmap((void *)s->map, s->map_len);
         st_header_free(&s->hdr);
+        free(s->head);
         free(s->path);
     }
     free(r->shards);
@@ -339,6 +350,30 @@ feather_status feather_tensor_data(feather_reader *r, const feather_tensor *t, c
     return FEATHER_OK;
 }
 
+/* madvise over the pages holding t (rounded outwards: a neighbour's page dropped from the
+ * mapping is read again from the file when touched, so this stays advisory). */
+static void advise(feather_reader *r, const feather_tensor *t, int advice) {
+    size_t i = r && t ? tensor_index(r, t) : (size_t)-1;
+    if (i == (size_t)-1 || !t->nbytes) return;
+    const shard *s = &r->shards[t->shard];
+    if (!s->map_len) return; /* header-only, or memory that is not ours */
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
+    uintptr_t lo = (uintptr_t)(s->map + 8 + s->hdr.header_len + t->begin);
+    uintptr_t hi = lo + t->nbytes;
+    lo &= ~(page - 1);
+    hi = (hi + page - 1) & ~(page - 1);
+    (void)madvise((void *)lo, hi - lo, advice);
+}
+
+void feather_tensor_prefetch(feather_reader *r, const feather_tensor *t) {
+    advise(r, t, MADV_WILLNEED);
+}
+
+void feather_tensor_release(feather_reader *r, const feather_tensor *t) {
+    advise(r, t, MADV_DONTNEED);
+}
+
 int feather_recorded_hash(const feather_reader *r, const feather_tensor *t, uint64_t *hash) {
     size_t i = r && t ? tensor_index(r, t) : (size_t)-1;
     if (i == (size_t)-1) return 0;
@@ -367,6 +402,11 @@ uint64_t feather_shard_header_len(const feather_reader *r, unsigned i) {
 uint64_t feather_shard_file_size(const feather_reader *r, unsigned i) {
     const shard *s = get_shard(r, i);
     return s ? s->file_size : 0;
+}
+
+const uint8_t *feather_shard_header_bytes(const feather_reader *r, unsigned i) {
+    const shard *s = get_shard(r, i);
+    return s ? (s->map ? s->map : s->head) : NULL;
 }
 
 size_t feather_metadata_count(const feather_reader *r, unsigned i) {

@@ -76,6 +76,10 @@ typedef struct st_header {
  * bytes, and fills h (st_header_free, also after failure). */
 feather_status st_header_parse(st_header *h, const uint8_t *buf, size_t len, uint64_t file_size,
                                const char *name, feather_error *err);
+/* Same on the header alone, before the file size is known: everything is checked except that
+ * the data ends the file; h->data_len is set to the length the tensors declare. */
+feather_status st_header_parse_prefix(st_header *h, const uint8_t *buf, size_t len,
+                                      const char *name, feather_error *err);
 void st_header_free(st_header *h);
 /* Rejects duplicate keys in a cJSON object (cJSON keeps them all): "NAME: WHAT'key' appears
  * twice ...". */
@@ -97,13 +101,14 @@ feather_status st_hashes_parse(st_header *h, const char *name, feather_error *er
 
 /* ---- .zst input (zst_input.c) ---- */
 
-/* Decompresses the zstd file at path into an unlinked temporary file (in $TMPDIR or /tmp) and
- * returns its descriptor in *fd. Memory use is a pair of fixed buffers. */
-feather_status zst_to_tempfile(const char *path, int *fd, feather_error *err);
-/* Decompresses only the first bytes of the file: *head receives the 8 length bytes and the header
- * (or fewer if the stream is shorter; *head_len), *total the decompressed size. */
-feather_status zst_read_head(const char *path, uint8_t **head, size_t *head_len, uint64_t *total,
-                             feather_error *err);
+/* Decompresses the zstd file at path with fixed-size buffers. *head receives the 8 length bytes
+ * and the header (fewer if the stream is shorter; *head_len), *total the decompressed size. The
+ * header is validated as soon as it is complete (st_header_parse_prefix), so a bad one stops
+ * decompression at once. With fd not NULL, the decompressed bytes are also written to an
+ * unlinked temporary file (in $TMPDIR or /tmp), but never more than the header declares: bytes
+ * past that are only counted, so a lying stream cannot fill the disk. */
+feather_status zst_decompress(const char *path, int *fd, uint8_t **head, size_t *head_len,
+                              uint64_t *total, feather_error *err);
 
 /* ---- sharded models (shards.c) ---- */
 

@@ -95,23 +95,77 @@ done:
     return st;
 }
 
-/* ---- into a temporary file ---- */
+/* ---- what happens to the decompressed bytes ---- */
 
-typedef struct to_file {
-    int fd;
+typedef struct sink {
     const char *path, *dir;
-} to_file;
+    int fd;            /* temporary file, or -1 to count only */
+    uint8_t *head;     /* the first bytes, up to 'want' */
+    size_t len, cap, want; /* want: 8 until N is known, then 8 + N */
+    uint64_t limit;    /* bytes the header declares (8 + N + data); UINT64_MAX until known */
+    uint64_t total;
+} sink;
 
-static feather_status write_all(void *arg, const uint8_t *p, size_t n, feather_error *err) {
-    to_file *f = arg;
+static feather_status write_all(sink *k, const uint8_t *p, size_t n, feather_error *err) {
     while (n) {
-        ssize_t w = write(f->fd, p, n);
+        ssize_t w = write(k->fd, p, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0)
             return feather_fail(err, FEATHER_E_IO, "%s: writing the decompressed copy in %s: %s",
-                                f->path, f->dir, w < 0 ? strerror(errno) : "no progress");
+                                k->path, k->dir, w < 0 ? strerror(errno) : "no progress");
         p += w;
         n -= (size_t)w;
+    }
+    return FEATHER_OK;
+}
+
+/* Once 8 bytes, then once the whole header, are in: checks what can be checked already. */
+static feather_status check_head(sink *k, feather_error *err) {
+    uint64_t n;
+    if (k->want == 8) {
+        /* Only the limit can fail here: the file size is not known yet. */
+        feather_status st = st_header_len(k->head, 8, UINT64_MAX, k->path, &n, err);
+        if (st) return st;
+        k->want = 8 + (size_t)n;
+        if (n) return FEATHER_OK;
+    }
+    st_header h;
+    feather_status st = st_header_parse_prefix(&h, k->head, k->len, k->path, err);
+    if (!st) k->limit = k->want + h.data_len;
+    st_header_free(&h);
+    return st;
+}
+
+/* Grows with what really arrived, so a lying N costs at most twice the real size. */
+static feather_status keep_head(sink *k, const uint8_t **p, size_t *n, feather_error *err) {
+    size_t take = k->want - k->len < *n ? k->want - k->len : *n;
+    if (k->len + take > k->cap) {
+        size_t cap = k->cap ? k->cap : 4096;
+        while (cap < k->len + take) cap *= 2;
+        if (cap > k->want && k->want > 8) cap = k->want;
+        uint8_t *b = realloc(k->head, cap);
+        if (!b) return feather_fail(err, FEATHER_E_NOMEM, "%s: out of memory", k->path);
+        k->head = b;
+        k->cap = cap;
+    }
+    memcpy(k->head + k->len, *p, take);
+    k->len += take;
+    *p += take;
+    *n -= take;
+    return k->len == k->want ? check_head(k, err) : FEATHER_OK;
+}
+
+static feather_status consume(void *arg, const uint8_t *p, size_t n, feather_error *err) {
+    sink *k = arg;
+    if (k->fd >= 0 && k->total < k->limit) {
+        uint64_t room = k->limit - k->total;
+        feather_status st = write_all(k, p, room < n ? (size_t)room : n, err);
+        if (st) return st;
+    }
+    k->total += n;
+    while (n && k->len < k->want) {
+        feather_status st = keep_head(k, &p, &n, err);
+        if (st) return st;
     }
     return FEATHER_OK;
 }
@@ -133,69 +187,23 @@ static int temp_fd(const char *dir) {
     return fd2;
 }
 
-feather_status zst_to_tempfile(const char *path, int *fd, feather_error *err) {
+feather_status zst_decompress(const char *path, int *fd, uint8_t **head, size_t *head_len,
+                              uint64_t *total, feather_error *err) {
     const char *dir = getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
-    to_file f = {temp_fd(dir), path, dir};
-    if (f.fd < 0)
+    sink k = {.path = path, .dir = dir, .fd = -1, .want = 8, .limit = UINT64_MAX};
+    if (fd && (k.fd = temp_fd(dir)) < 0)
         return feather_fail(err, FEATHER_E_IO, "%s: cannot create a temporary file in %s: %s",
                             path, dir, strerror(errno));
-    feather_status st = decompress(path, write_all, &f, err);
+    feather_status st = decompress(path, consume, &k, err);
     if (st) {
-        close(f.fd);
+        if (k.fd >= 0) close(k.fd);
+        free(k.head);
         return st;
     }
-    *fd = f.fd;
-    return FEATHER_OK;
-}
-
-/* ---- header only ---- */
-
-typedef struct head {
-    uint8_t *buf;
-    size_t len, cap, want; /* want: 8 until N is known, then 8 + N */
-    uint64_t total;
-    const char *path;
-} head;
-
-static feather_status keep_head(void *arg, const uint8_t *p, size_t n, feather_error *err) {
-    head *h = arg;
-    h->total += n;
-    while (n && h->len < h->want) {
-        size_t take = h->want - h->len < n ? h->want - h->len : n;
-        /* Grows with what really arrived, so a lying N costs at most twice the real size. */
-        if (h->len + take > h->cap) {
-            size_t cap = h->cap ? h->cap : 4096;
-            while (cap < h->len + take) cap *= 2;
-            if (cap > h->want) cap = h->want;
-            uint8_t *b = realloc(h->buf, cap);
-            if (!b) return feather_fail(err, FEATHER_E_NOMEM, "%s: out of memory", h->path);
-            h->buf = b;
-            h->cap = cap;
-        }
-        memcpy(h->buf + h->len, p, take);
-        h->len += take;
-        p += take;
-        n -= take;
-        if (h->len == 8 && h->want == 8) {
-            uint64_t v = feather_rd64le(h->buf);
-            /* Past the limit the file is invalid whatever its size: the reader says so. */
-            if (v <= FEATHER_MAX_HEADER) h->want = 8 + (size_t)v;
-        }
-    }
-    return FEATHER_OK;
-}
-
-feather_status zst_read_head(const char *path, uint8_t **out, size_t *out_len, uint64_t *total,
-                             feather_error *err) {
-    head h = {.want = 8, .path = path};
-    feather_status st = decompress(path, keep_head, &h, err);
-    if (st) {
-        free(h.buf);
-        return st;
-    }
-    *out = h.buf;
-    *out_len = h.len;
-    *total = h.total;
+    if (fd) *fd = k.fd;
+    *head = k.head;
+    *head_len = k.len;
+    *total = k.total;
     return FEATHER_OK;
 }

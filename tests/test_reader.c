@@ -219,6 +219,31 @@ TEST(reader_api_misuse) {
     stb_free(&b);
 }
 
+/* Dropping and prefetching pages never changes what a tensor reads; the header bytes are the
+ * file's first 8 + N bytes in every mode. */
+TEST(reader_paging_hints_and_header_bytes) {
+    stb_buf b = stb_model(model_tensors, NMODEL, NULL, 1, 15);
+    const char *path = write_buf("p.safetensors", &b);
+    for (unsigned f = 0; f <= FEATHER_OPEN_HEADER_ONLY; f += FEATHER_OPEN_HEADER_ONLY) {
+        feather_reader *r = NULL;
+        feather_error e = {0};
+        REQUIRE(feather_open(&r, path, f, &e) == FEATHER_OK);
+        const uint8_t *hb = feather_shard_header_bytes(r, 0);
+        REQUIRE(hb);
+        CHECK(!memcmp(hb, b.p, 8 + feather_shard_header_len(r, 0)));
+        CHECK(feather_shard_header_bytes(r, 1) == NULL);
+        for (size_t i = 0; i < feather_count(r); i++) {
+            const feather_tensor *t = feather_tensor_at(r, i);
+            feather_tensor_prefetch(r, t);
+            feather_tensor_release(r, t);
+        }
+        feather_tensor_release(r, NULL);
+        if (!f) check_data_matches(r, b.p, b.len);
+        feather_close(r);
+    }
+    stb_free(&b);
+}
+
 /* ---- recorded hashes ---- */
 
 TEST(reader_hash_check_passes) {
@@ -359,6 +384,7 @@ TEST(reader_zst_roundtrip) {
         REQUIRE(feather_open(&r, path, FEATHER_OPEN_HEADER_ONLY, &e) == FEATHER_OK);
         CHECK_EQ_U(feather_shard_file_size(r, 0), b.len);
         CHECK_EQ_U(feather_count(r), 3);
+        CHECK(!memcmp(feather_shard_header_bytes(r, 0), b.p, 8 + feather_shard_header_len(r, 0)));
         feather_close(r);
         stb_free(&z);
     }
@@ -402,6 +428,22 @@ TEST(reader_zst_corrupt) {
     z = zst_compress(&longer, 1);
     expect_zst_error(&z, "trailing.safetensors.zst", "3 bytes after the end of the last tensor's data");
     stb_free(&z);
+    longer.len = b.len - 5;
+    z = zst_compress(&longer, 1);
+    expect_zst_error(&z, "short.safetensors.zst", "data is truncated");
+    stb_free(&z);
+    /* A bad header stops decompression before the data. */
+    static const char dup[] = "{\"__metadata__\":{},\"__metadata__\":{}}";
+    stb_buf d = stb_file(dup, sizeof dup - 1, 1 << 20);
+    z = zst_compress(&d, 1);
+    expect_zst_error(&z, "dup.safetensors.zst", "key '__metadata__' appears twice");
+    stb_free(&z);
+    stb_free(&d);
+    stb_buf big = stb_raw(FEATHER_MAX_HEADER + 1, "{}", 2, 100);
+    z = zst_compress(&big, 1);
+    expect_zst_error(&z, "limit.safetensors.zst", "exceeds the limit");
+    stb_free(&z);
+    stb_free(&big);
     stb_free(&longer);
     stb_free(&b);
 }

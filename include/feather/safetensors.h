@@ -66,11 +66,19 @@ const feather_tensor *feather_find(const feather_reader *r, const char *name);
 feather_status feather_tensor_data(feather_reader *r, const feather_tensor *t,
                                    const void **data, feather_error *err);
 
+/* Paging hints for streaming a large model with bounded memory: prefetch asks the kernel to
+ * read a tensor's pages ahead; release drops them from this process's mapping (the page cache
+ * keeps them), so resident memory does not grow with the model. Both are advisory. */
+void feather_tensor_prefetch(feather_reader *r, const feather_tensor *t);
+void feather_tensor_release(feather_reader *r, const feather_tensor *t);
+
 /* Shards: 1 for a single file. */
 unsigned feather_shard_count(const feather_reader *r);
 const char *feather_shard_path(const feather_reader *r, unsigned shard);
 uint64_t feather_shard_header_len(const feather_reader *r, unsigned shard); /* N */
 uint64_t feather_shard_file_size(const feather_reader *r, unsigned shard);  /* decompressed */
+/* The shard's first 8 + N bytes (length field and header), e.g. to hash the file in order. */
+const uint8_t *feather_shard_header_bytes(const feather_reader *r, unsigned shard);
 
 /* __metadata__ of a shard, in file order. Count is 0 for null/absent metadata. */
 size_t feather_metadata_count(const feather_reader *r, unsigned shard);
