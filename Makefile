@@ -46,7 +46,7 @@ programs: $(PROGRAMS)
 $(BUILD)/obj/%.o: src/%.c $(wildcard include/feather/*.h) src/internal.h | $(BUILD)/obj/cli $(BUILD)/obj/tests
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(XFLAGS) -c $< -o $@
 
-$(BUILD)/obj/tests/%.o: tests/%.c tests/test.h $(wildcard include/feather/*.h) | $(BUILD)/obj/tests
+$(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h) $(wildcard include/feather/*.h) | $(BUILD)/obj/tests
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/cli $(BUILD)/obj/tests:
@@ -81,6 +81,31 @@ check-asan: deps
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+# ---- reader: fuzzing the header parser, open benchmark ----
+# libFuzzer (clang) over feather_check_header and an in-memory open; runs on a copy of the seed
+# corpus (tests/fuzz/corpus) for FUZZ_SECONDS. Crashes land in build-fuzz/crash-*.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Werror -fno-omit-frame-pointer \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+fuzz: deps
+	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/fuzz_header
+	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
+	build-fuzz/fuzz_header -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+		-rss_limit_mb=4096 -dict=tests/fuzz/header.dict -artifact_prefix=build-fuzz/ \
+		-print_final_stats=1 build-fuzz/corpus
+
+# Only the reader's objects: the target needs nothing else, and other modules need not build
+# with every clang.
+FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/%.o,core hash hash_record header json_scan reader shards zst_input)
+$(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(FUZZ_OBJ)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDLIBS) -o $@
+
+bench: $(BUILD)/bench/open_bench
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	mkdir -p $(BUILD)/bench
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 # ---- install ----
 install: all
