@@ -19,9 +19,9 @@ DEPS_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lcjson 
 # -ffp-contract=off: no fused multiply-add anywhere, so every path (scalar, SIMD, GPU) rounds
 # the same way and produces the same bytes.
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc $(DEPS_CFLAGS)
-LDLIBS  += $(DEPS_LIBS) -lpthread -lm
+override CFLAGS += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing
+override CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc $(DEPS_CFLAGS)
+override LDLIBS += $(DEPS_LIBS) -lpthread -lm
 
 LIB_SRC  := $(sort $(wildcard src/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
