@@ -27,9 +27,17 @@ struct feather_outfile_knobs feather_outfile_knobs;
 
 /* 16 MiB: large enough that the per-call cost of write() vanishes next to copying. */
 #define DEFAULT_BUFFER (16u << 20)
-/* Write-behind window: dirty pages are pushed to the device in chunks this large and dropped
- * from the cache once written, so a copy larger than RAM does not stall on dirty limits. */
-#define WRITE_BEHIND (64u << 20)
+/* Chunks at least this large skip the buffer (one copy less) when it is empty. */
+#define DIRECT_MIN (1u << 20)
+/* Write-behind: dirty pages are handed to the device in windows of this size as soon as they
+ * are complete, and once a window is more than a few windows behind, we wait for it and drop
+ * it from the page cache. Dirty memory stays bounded whatever the file size, the device never
+ * idles until the final fsync, and copying a model larger than RAM does not push everything
+ * else out of the cache. */
+#ifndef WRITE_BEHIND
+#define WRITE_BEHIND (32u << 20)
+#endif
+#define WRITE_BEHIND_LAG (4 * (uint64_t)WRITE_BEHIND)
 
 static void set_name_error(feather_error *err, feather_status code, const char *path,
                            const char *what, int e) {
@@ -219,27 +227,28 @@ static feather_status write_all(feather_outfile *f, const unsigned char *p, size
     return FEATHER_OK;
 }
 
-/* Starts writeback of what was written since the last call and waits for the window before
- * it, then drops those pages: dirty memory stays around two windows whatever the file size. */
 static feather_status write_behind(feather_outfile *f, feather_error *err) {
     if (f->offset - f->flushed < WRITE_BEHIND) return FEATHER_OK;
-    if (f->flushed > f->settled) {
-        if (sync_file_range(f->fd, (off_t)f->settled, (off_t)(f->flushed - f->settled),
-                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                SYNC_FILE_RANGE_WAIT_AFTER) != 0) {
-            if (errno == EIO || errno == ENOSPC) {
-                set_name_error(err, FEATHER_E_IO, f->path, "cannot write", errno);
-                return FEATHER_E_IO;
-            }
-        } else {
-            posix_fadvise(f->fd, (off_t)f->settled, (off_t)(f->flushed - f->settled),
-                          POSIX_FADV_DONTNEED);
-        }
-        f->settled = f->flushed;
+    /* Start writeback of the new window; this does not wait for it. */
+    if (sync_file_range(f->fd, (off_t)f->flushed, (off_t)(f->offset - f->flushed),
+                        SYNC_FILE_RANGE_WRITE) != 0 &&
+        (errno == EIO || errno == ENOSPC)) {
+        set_name_error(err, FEATHER_E_IO, f->path, "cannot write", errno);
+        return FEATHER_E_IO;
     }
-    sync_file_range(f->fd, (off_t)f->flushed, (off_t)(f->offset - f->flushed),
-                    SYNC_FILE_RANGE_WRITE);
     f->flushed = f->offset;
+    if (f->flushed - f->settled < WRITE_BEHIND_LAG) return FEATHER_OK;
+    /* Windows well behind are probably on the device by now: wait for them, then drop them. */
+    uint64_t upto = f->flushed - WRITE_BEHIND_LAG / 2;
+    if (sync_file_range(f->fd, (off_t)f->settled, (off_t)(upto - f->settled),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER) == 0) {
+        posix_fadvise(f->fd, (off_t)f->settled, (off_t)(upto - f->settled), POSIX_FADV_DONTNEED);
+    } else if (errno == EIO || errno == ENOSPC) {
+        set_name_error(err, FEATHER_E_IO, f->path, "cannot write", errno);
+        return FEATHER_E_IO;
+    }
+    f->settled = upto;
     return FEATHER_OK;
 }
 
@@ -258,13 +267,13 @@ feather_status feather_outfile_write(feather_outfile *f, const void *data, size_
     const unsigned char *p = data;
     feather_status st;
     while (len) {
-        if (!f->buflen && len >= f->bufcap) {
-            /* Big chunk, empty buffer: skip the copy, in buffer-sized steps so
-             * cancellation is noticed promptly. */
+        if (len >= DIRECT_MIN || len >= f->bufcap) {
+            /* Big chunk: skip the copy, in buffer-sized steps so cancellation is noticed
+             * promptly. */
+            if ((st = feather_outfile_flush(f, err))) return st;
             if (feather_cancelled())
                 return feather_fail(err, FEATHER_E_CANCELLED, "%s: interrupted", f->path);
-            size_t n = len - len % f->bufcap;
-            if (n > f->bufcap) n = f->bufcap;
+            size_t n = len < f->bufcap ? len : f->bufcap;
             if ((st = write_all(f, p, n, err)) || (st = write_behind(f, err))) return st;
             p += n;
             len -= n;
