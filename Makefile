@@ -126,3 +126,13 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/man/man1/feather-*.1 $(DESTDIR)$(PREFIX)/share/man/man5/feather.5
 	rm -rf $(DESTDIR)$(PREFIX)/include/feather
 
+
+# ---- safetensors writer ----
+# Private headers of the writer's modules (the generic rule only tracks public headers).
+WRITER_PRIVATE_H := src/outfile.h src/json_write.h src/zstd_frame.h
+$(BUILD)/obj/writer.o $(BUILD)/obj/outfile.o $(BUILD)/obj/json_write.o \
+$(BUILD)/obj/zstd_frame.o $(BUILD)/obj/tests/test_writer.o: $(WRITER_PRIVATE_H)
+bench: $(BUILD)/bench/copy_bench
+$(BUILD)/bench/copy_bench: bench/copy_bench.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
