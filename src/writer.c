@@ -42,6 +42,10 @@ typedef struct wtensor {
 
 typedef struct wmeta {
     char *key, *value; /* value NULL: the hash entry, generated at begin */
+    size_t reserve;    /* > 0: a value of this many bytes filled in before commit */
+    size_t pos;        /* where a reserved value sits in the header */
+    int filled;
+    struct wmeta *self; /* the declared entry, reached from the sorted copy */
 } wmeta;
 
 /* Set of strings, for duplicate checks in constant time per declaration. */
@@ -206,8 +210,8 @@ static feather_status not_declaring(feather_writer *w, const char *call, feather
     return feather_fail(err, FEATHER_E_ARG, "%s: %s after feather_writer_begin", w->path, call);
 }
 
-feather_status feather_writer_metadata(feather_writer *w, const char *key, const char *value,
-                                       feather_error *err) {
+static feather_status add_meta(feather_writer *w, const char *key, const char *value, size_t reserve,
+                               feather_error *err) {
     char q[128];
     if (!w) return feather_fail(err, FEATHER_E_ARG, "feather_writer_metadata: no writer");
     if (w->state != W_DECLARING) return not_declaring(w, "metadata", err);
@@ -229,8 +233,10 @@ feather_status feather_writer_metadata(feather_writer *w, const char *key, const
         w->mcap = cap;
     }
     wmeta *e = &w->m[w->nm];
+    memset(e, 0, sizeof *e);
     e->key = strdup(key);
     e->value = strdup(value);
+    e->reserve = reserve;
     if (!e->key || !e->value || strset_add(&w->keys, e->key) < 0) {
         free(e->key);
         free(e->value);
@@ -238,6 +244,51 @@ feather_status feather_writer_metadata(feather_writer *w, const char *key, const
     }
     w->nm++;
     return FEATHER_OK;
+}
+
+feather_status feather_writer_metadata(feather_writer *w, const char *key, const char *value,
+                                       feather_error *err) {
+    return add_meta(w, key, value, 0, err);
+}
+
+feather_status feather_writer_metadata_reserve(feather_writer *w, const char *key, size_t len,
+                                               feather_error *err) {
+    if (!len || len > 4096)
+        return feather_fail(err, FEATHER_E_ARG, "%s: reserved metadata '%s' must be 1 to 4096 bytes",
+                            w ? w->path : "?", key);
+    char *zeros = malloc(len + 1);
+    if (!zeros) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+    memset(zeros, '0', len);
+    zeros[len] = 0;
+    feather_status st = add_meta(w, key, zeros, len, err);
+    free(zeros);
+    return st;
+}
+
+feather_status feather_writer_metadata_fill(feather_writer *w, const char *key, const char *value,
+                                            feather_error *err) {
+    char q[128];
+    if (!w) return feather_fail(err, FEATHER_E_ARG, "feather_writer_metadata_fill: no writer");
+    if (w->state != W_WRITING)
+        return feather_fail(err, FEATHER_E_ARG, "%s: metadata '%s' filled outside writing", w->path,
+                            feather_quote(key, q, sizeof q));
+    for (size_t i = 0; i < w->nm; i++) {
+        wmeta *m = &w->m[i];
+        if (strcmp(m->key, key)) continue;
+        size_t len = strlen(value);
+        if (!m->reserve || len != m->reserve)
+            return feather_fail(err, FEATHER_E_ARG, "%s: metadata '%s' was not reserved with %zu bytes",
+                                w->path, feather_quote(key, q, sizeof q), len);
+        for (size_t j = 0; j < len; j++)
+            if ((unsigned char)value[j] < 0x20 || value[j] == '"' || value[j] == '\\')
+                return feather_fail(err, FEATHER_E_ARG, "%s: reserved metadata '%s' must need no escaping",
+                                    w->path, feather_quote(key, q, sizeof q));
+        memcpy(w->header + m->pos, value, len);
+        m->filled = 1;
+        return FEATHER_OK;
+    }
+    return feather_fail(err, FEATHER_E_ARG, "%s: metadata '%s' was not reserved", w->path,
+                        feather_quote(key, q, sizeof q));
 }
 
 feather_status feather_writer_tensor(feather_writer *w, const char *name, feather_dtype dtype,
@@ -344,8 +395,9 @@ static feather_status build_header(feather_writer *w, feather_error *err) {
     if (nm) {
         wmeta *m = malloc(nm * sizeof *m);
         if (!m) return feather_fail(err, FEATHER_E_NOMEM, "%s: out of memory", w->path);
+        for (size_t i = 0; i < w->nm; i++) w->m[i].self = &w->m[i];
         if (w->nm) memcpy(m, w->m, w->nm * sizeof *m);
-        if (w->hashes) m[w->nm] = (wmeta){(char *)FEATHER_HASH_KEY, NULL};
+        if (w->hashes) m[w->nm] = (wmeta){.key = (char *)FEATHER_HASH_KEY};
         qsort(m, nm, sizeof *m, meta_cmp);
         feather_jw_puts(&b, "\"__metadata__\":{");
         for (size_t i = 0; i < nm; i++) {
@@ -353,6 +405,7 @@ static feather_status build_header(feather_writer *w, feather_error *err) {
             feather_jw_put(&b, "\"", 1);
             feather_jw_escaped(&b, m[i].key, strlen(m[i].key));
             feather_jw_put(&b, "\":\"", 3);
+            if (m[i].reserve) m[i].self->pos = b.len;
             if (m[i].value) feather_jw_escaped(&b, m[i].value, strlen(m[i].value));
             else put_hash_value(w, &b);
             feather_jw_put(&b, "\"", 1);
@@ -425,10 +478,19 @@ static void advance(feather_writer *w) {
     }
 }
 
+void feather_writer_sort(feather_writer *w) {
+    if (w && w->state == W_DECLARING && w->nt) qsort(w->t, w->nt, sizeof *w->t, layout_cmp);
+}
+
+static int has_reserved(const feather_writer *w) {
+    for (size_t i = 0; i < w->nm; i++)
+        if (w->m[i].reserve) return 1;
+    return 0;
+}
+
 feather_status feather_writer_begin(feather_writer *w, feather_error *err) {
     if (!w) return feather_fail(err, FEATHER_E_ARG, "feather_writer_begin: no writer");
     if (w->state != W_DECLARING) return not_declaring(w, "feather_writer_begin", err);
-    if (w->nt) qsort(w->t, w->nt, sizeof *w->t, layout_cmp);
     uint64_t off = 0;
     for (size_t i = 0; i < w->nt; i++) {
         w->t[i].begin = off;
@@ -453,7 +515,7 @@ feather_status feather_writer_begin(feather_writer *w, feather_error *err) {
     feather_error local, *e = err ? err : &local;
     st = write_header(w, e);
     if (st) return poison(w, e, st);
-    if (!w->hashes) {
+    if (!w->hashes && !has_reserved(w)) {
         free(w->header);
         w->header = NULL;
     }
@@ -548,14 +610,8 @@ feather_status feather_writer_write(feather_writer *w, const void *data, size_t 
 
 /* ---- commit / abort ---- */
 
-static feather_status patch_hashes(feather_writer *w, feather_error *err) {
-    static const char hex[] = "0123456789abcdef";
-    if (!w->hashes || !w->nt) return FEATHER_OK;
-    for (size_t i = 0; i < w->nt; i++)
-        for (int k = 0; k < HASH_HEX; k++)
-            w->header[w->t[i].hash_pos + (size_t)k] = hex[(w->t[i].hash >> (60 - 4 * k)) & 15];
-    /* Positions grow in layout order: one contiguous range holds every digit. */
-    size_t lo = w->t[0].hash_pos, hi = w->t[w->nt - 1].hash_pos + HASH_HEX;
+/* Rewrites header bytes [lo, hi) in the output (through the raw blocks for ".zst"). */
+static feather_status patch_range(feather_writer *w, size_t lo, size_t hi, feather_error *err) {
     feather_status st = feather_outfile_flush(&w->out, err);
     if (st || !w->zst) return st ? st : feather_outfile_pwrite(&w->out, w->header + lo, hi - lo, lo, err);
     while (lo < hi && !st) {
@@ -566,6 +622,25 @@ static feather_status patch_hashes(feather_writer *w, feather_error *err) {
         lo = end;
     }
     return st;
+}
+
+/* Writes the late parts of the header: every tensor's hash and the reserved metadata. */
+static feather_status patch_header(feather_writer *w, feather_error *err) {
+    static const char hex[] = "0123456789abcdef";
+    feather_status st = FEATHER_OK;
+    for (size_t i = 0; i < w->nm && !st; i++) {
+        if (!w->m[i].reserve) continue;
+        if (!w->m[i].filled)
+            return feather_fail(err, FEATHER_E_ARG, "%s: reserved metadata '%s' was never filled", w->path,
+                                w->m[i].key);
+        st = patch_range(w, w->m[i].pos, w->m[i].pos + w->m[i].reserve, err);
+    }
+    if (st || !w->hashes || !w->nt) return st;
+    for (size_t i = 0; i < w->nt; i++)
+        for (int k = 0; k < HASH_HEX; k++)
+            w->header[w->t[i].hash_pos + (size_t)k] = hex[(w->t[i].hash >> (60 - 4 * k)) & 15];
+    /* Positions grow in layout order: one contiguous range holds every digit. */
+    return patch_range(w, w->t[0].hash_pos, w->t[w->nt - 1].hash_pos + HASH_HEX, err);
 }
 
 feather_status feather_writer_commit(feather_writer *w, feather_error *err) {
@@ -583,7 +658,7 @@ feather_status feather_writer_commit(feather_writer *w, feather_error *err) {
                           (unsigned long long)w->written, (unsigned long long)w->total);
     } else {
         st = w->zst ? zstd_finish(w, err) : FEATHER_OK;
-        if (!st) st = patch_hashes(w, err);
+        if (!st) st = patch_header(w, err);
         if (!st) st = feather_outfile_commit(&w->out, err);
     }
     feather_writer_abort(w);
