@@ -1,0 +1,214 @@
+/* AVX-512 (F/BW/VL) kernels of the fp8 codec; see quant_kernels.h for their contracts.
+ *
+ * Only reached through feather_cast_kernel / feather_stats_kernel after run-time detection.
+ * Every kernel gives the same bytes (and, for statistics, the same doubles) as the scalar
+ * reference in fp8.c; tests/test_fp8.c checks that exhaustively for 16-bit inputs. */
+#include "quant_kernels.h"
+
+#include <immintrin.h>
+
+#define AI static inline __attribute__((always_inline))
+
+/* ---- f32 → fp8, 16 lanes ----
+ * Normal range: round the f32 pattern to the fp8 mantissa width with an integer add (half an
+ * ulp minus one, plus the kept lowest bit for ties to even), shift, rebias, clamp to the max
+ * code (which also catches ±Inf). Subnormal range: add a float whose ulp is the fp8 subnormal
+ * step (2^7 for e5m2, 2^14 for e4m3fn), so the FPU's own RNE lands on the grid; the low bits
+ * of the sum count the steps. Then the sign, and NaN → +0. */
+AI __m512i codes_from_f32(__m512i u, int e4m3) {
+    const int shift = e4m3 ? 20 : 21;
+    const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(a, shift), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32((1 << (shift - 1)) - 1)), odd);
+    __m512i cn = _mm512_sub_epi32(_mm512_srli_epi32(r, shift),
+                                  _mm512_set1_epi32(e4m3 ? (120 << 3) : (112 << 2)));
+    cn = _mm512_min_epu32(cn, _mm512_set1_epi32(e4m3 ? 0x7e : 0x7b));
+    const __m512 magic = _mm512_set1_ps(e4m3 ? 16384.0f : 128.0f);
+    __m512i cs = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)),
+                                  _mm512_castps_si512(magic));
+    __mmask16 sub = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(e4m3 ? 0x3c800000 : 0x38800000));
+    __m512i c = _mm512_mask_blend_epi32(sub, cn, cs);
+    __mmask16 ok = _mm512_cmple_epu32_mask(a, _mm512_set1_epi32(0x7f800000)); /* not NaN */
+    /* c | ((u >> 24) & 0x80), zeroed for NaN */
+    return _mm512_maskz_ternarylogic_epi32(ok, c, _mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80), 0xf8);
+}
+
+/* 16 source elements as f32 bit patterns; masked lanes read as +0. */
+AI __m512i load16(const void *src, size_t i, int dt, int masked, __mmask16 m) {
+    if (dt == FEATHER_F32) {
+        const float *p = (const float *)src + i;
+        return masked ? _mm512_maskz_loadu_epi32(m, p) : _mm512_loadu_si512(p);
+    }
+    const uint16_t *p = (const uint16_t *)src + i;
+    __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p);
+    if (dt == FEATHER_F16) return _mm512_castps_si512(_mm512_cvtph_ps(h));
+    return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+}
+
+AI __m128i cast16(const void *src, size_t i, int dt, int e4m3, int unit, __m512 vinv,
+                  __m512i *acc, int masked, __mmask16 m) {
+    __m512i u = load16(src, i, dt, masked, m);
+    *acc = _mm512_max_epu32(*acc, _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)));
+    if (!unit) u = _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(u), vinv));
+    return _mm512_cvtepi32_epi8(codes_from_f32(u, e4m3));
+}
+
+AI int run_f32(const void *src, size_t n, float inv, uint8_t *dst, size_t stride, int dt,
+               int e4m3, int unit) {
+    const __m512 vinv = _mm512_set1_ps(inv);
+    __m512i acc = _mm512_setzero_si512();
+    size_t i = 0;
+    uint8_t *o = dst;
+    for (; i + 64 <= n; i += 64, o += 4 * stride) {
+        __m128i c0 = cast16(src, i, dt, e4m3, unit, vinv, &acc, 0, 0);
+        __m128i c1 = cast16(src, i + 16, dt, e4m3, unit, vinv, &acc, 0, 0);
+        __m128i c2 = cast16(src, i + 32, dt, e4m3, unit, vinv, &acc, 0, 0);
+        __m128i c3 = cast16(src, i + 48, dt, e4m3, unit, vinv, &acc, 0, 0);
+        _mm_storeu_si128((__m128i *)o, c0);
+        _mm_storeu_si128((__m128i *)(o + stride), c1);
+        _mm_storeu_si128((__m128i *)(o + 2 * stride), c2);
+        _mm_storeu_si128((__m128i *)(o + 3 * stride), c3);
+    }
+    for (; i + 16 <= n; i += 16, o += stride)
+        _mm_storeu_si128((__m128i *)o, cast16(src, i, dt, e4m3, unit, vinv, &acc, 0, 0));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm_mask_storeu_epi8(o, m, cast16(src, i, dt, e4m3, unit, vinv, &acc, 1, m));
+    }
+    return _mm512_reduce_max_epu32(acc) >= 0x7f800000u;
+}
+
+/* ---- fp16 → e5m2 plain cast: e5m2 is the high byte of fp16, so RNE is integer rounding
+ * of the 16-bit pattern (the carry runs into the exponent correctly, also from subnormals). */
+AI __m512i e5m2_words_from_f16(__m512i h, __m512i *acc) {
+    __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7fff));
+    *acc = _mm512_max_epu16(*acc, a);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi16(a, 8), _mm512_set1_epi16(1));
+    __m512i r = _mm512_add_epi16(_mm512_add_epi16(a, _mm512_set1_epi16(0x7f)), odd);
+    r = _mm512_min_epu16(r, _mm512_set1_epi16(0x7bff));
+    __mmask32 ok = _mm512_cmple_epu16_mask(a, _mm512_set1_epi16(0x7c00)); /* not NaN */
+    __m512i sr = _mm512_ternarylogic_epi32(r, h, _mm512_set1_epi16((short)0x8000), 0xf8);
+    return _mm512_maskz_srli_epi16(ok, sr, 8);
+}
+
+AI __m128i e5m2_16(const uint16_t *p, __m512i *acc, int masked, __mmask16 m) {
+    __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p);
+    __m512i w = e5m2_words_from_f16(_mm512_zextsi256_si512(h), acc);
+    return _mm256_cvtepi16_epi8(_mm512_castsi512_si256(w));
+}
+
+static int run_f16_e5m2_unit(const void *src, size_t n, float inv, uint8_t *dst, size_t stride) {
+    (void)inv;
+    const uint16_t *s = src;
+    __m512i acc = _mm512_setzero_si512();
+    size_t i = 0;
+    uint8_t *o = dst;
+    for (; i + 64 <= n; i += 64, o += 4 * stride) {
+        __m256i b0 = _mm512_cvtepi16_epi8(e5m2_words_from_f16(_mm512_loadu_si512(s + i), &acc));
+        __m256i b1 = _mm512_cvtepi16_epi8(e5m2_words_from_f16(_mm512_loadu_si512(s + i + 32), &acc));
+        _mm_storeu_si128((__m128i *)o, _mm256_castsi256_si128(b0));
+        _mm_storeu_si128((__m128i *)(o + stride), _mm256_extracti128_si256(b0, 1));
+        _mm_storeu_si128((__m128i *)(o + 2 * stride), _mm256_castsi256_si128(b1));
+        _mm_storeu_si128((__m128i *)(o + 3 * stride), _mm256_extracti128_si256(b1, 1));
+    }
+    for (; i + 16 <= n; i += 16, o += stride) _mm_storeu_si128((__m128i *)o, e5m2_16(s + i, &acc, 0, 0));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm_mask_storeu_epi8(o, m, e5m2_16(s + i, &acc, 1, m));
+    }
+    __m256i mx = _mm256_max_epu16(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+    __m128i m8 = _mm_max_epu16(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
+    /* max of 8 words: minpos of the complement */
+    m8 = _mm_minpos_epu16(_mm_xor_si128(m8, _mm_set1_epi16(-1)));
+    return (uint16_t)~_mm_extract_epi16(m8, 0) >= 0x7c00;
+}
+
+#define KERNEL(name, dt, e4m3, unit)                                                           \
+    static int name(const void *src, size_t n, float inv, uint8_t *dst, size_t stride) {       \
+        return run_f32(src, n, inv, dst, stride, dt, e4m3, unit);                              \
+    }
+KERNEL(k_f16_e5m2, FEATHER_F16, 0, 0)
+KERNEL(k_f16_e4m3, FEATHER_F16, 1, 0)
+KERNEL(k_f16_e4m3_u, FEATHER_F16, 1, 1)
+KERNEL(k_bf16_e5m2, FEATHER_BF16, 0, 0)
+KERNEL(k_bf16_e5m2_u, FEATHER_BF16, 0, 1)
+KERNEL(k_bf16_e4m3, FEATHER_BF16, 1, 0)
+KERNEL(k_bf16_e4m3_u, FEATHER_BF16, 1, 1)
+KERNEL(k_f32_e5m2, FEATHER_F32, 0, 0)
+KERNEL(k_f32_e5m2_u, FEATHER_F32, 0, 1)
+KERNEL(k_f32_e4m3, FEATHER_F32, 1, 0)
+KERNEL(k_f32_e4m3_u, FEATHER_F32, 1, 1)
+
+static const feather_cast_fn kernels[3][2][2] = {
+    {{k_f16_e5m2, run_f16_e5m2_unit}, {k_f16_e4m3, k_f16_e4m3_u}},
+    {{k_bf16_e5m2, k_bf16_e5m2_u}, {k_bf16_e4m3, k_bf16_e4m3_u}},
+    {{k_f32_e5m2, k_f32_e5m2_u}, {k_f32_e4m3, k_f32_e4m3_u}},
+};
+
+feather_cast_fn feather_cast_kernel_avx512(feather_dtype dt, feather_fp8 fmt, int unit) {
+    int d = dt == FEATHER_F16 ? 0 : dt == FEATHER_BF16 ? 1 : dt == FEATHER_F32 ? 2 : -1;
+    if (d < 0 || (fmt != FEATHER_FP8_E5M2 && fmt != FEATHER_FP8_E4M3FN)) return NULL;
+    return kernels[d][fmt][unit != 0];
+}
+
+/* ---- error statistics ----
+ * 16 elements per step; lane j of the double accumulators takes elements j then 8 + j, the
+ * order of the scalar loop. Codes decode exactly through fp16: e5m2 is the high byte of an
+ * fp16, and e4m3fn's bits shifted into fp16 position give its value / 2^8. */
+AI __m512 decode16(const uint8_t *q, int e4m3, int masked, __mmask16 m) {
+    __m128i b = masked ? _mm_maskz_loadu_epi8(m, q) : _mm_loadu_si128((const __m128i *)q);
+    __m256i w = _mm256_cvtepu8_epi16(b);
+    if (!e4m3) return _mm512_cvtph_ps(_mm256_slli_epi16(w, 8));
+    __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7),
+                                _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
+}
+
+AI void stats8(__m256 w, __m256 v, __m512d ds, __m512d *ss, __m512d *es, __m512d *mx) {
+    __mmask8 fin = _mm256_cmpneq_epi32_mask(
+        _mm256_and_si256(_mm256_castps_si256(w), _mm256_set1_epi32(0x7f800000)),
+        _mm256_set1_epi32(0x7f800000));
+    __m512d dw = _mm512_maskz_mov_pd(fin, _mm512_cvtps_pd(w));
+    __m512d e = _mm512_maskz_sub_pd(fin, dw, _mm512_mul_pd(ds, _mm512_cvtps_pd(v)));
+    *ss = _mm512_add_pd(*ss, _mm512_mul_pd(dw, dw));
+    *es = _mm512_add_pd(*es, _mm512_mul_pd(e, e));
+    *mx = _mm512_max_pd(*mx, _mm512_abs_pd(e));
+}
+
+AI void stats_run(const void *src, size_t n, const uint8_t *q, size_t q_stride, float s,
+                  feather_fp8 fmt, feather_stat_lanes *acc, int dt) {
+    const int e4m3 = fmt == FEATHER_FP8_E4M3FN;
+    const __m512d ds = _mm512_set1_pd((double)s);
+    __m512d ss = _mm512_loadu_pd(acc->sum_sq), es = _mm512_loadu_pd(acc->err_sq);
+    __m512d mx = _mm512_set1_pd(acc->max_err);
+    size_t i = 0;
+    for (; i < n; i += 16, q += q_stride) {
+        int masked = n - i < 16;
+        __mmask16 m = masked ? (__mmask16)((1u << (n - i)) - 1) : (__mmask16)0xffff;
+        __m512 w = _mm512_castsi512_ps(load16(src, i, dt, masked, m));
+        __m512 v = decode16(q, e4m3, masked, m);
+        stats8(_mm512_castps512_ps256(w), _mm512_castps512_ps256(v), ds, &ss, &es, &mx);
+        stats8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w), 1)),
+               _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), ds, &ss, &es, &mx);
+    }
+    _mm512_storeu_pd(acc->sum_sq, ss);
+    _mm512_storeu_pd(acc->err_sq, es);
+    acc->max_err = _mm512_reduce_max_pd(mx);
+}
+
+static void st_f16(const void *src, size_t n, const uint8_t *q, size_t qs, float s,
+                   feather_fp8 fmt, feather_stat_lanes *acc) {
+    stats_run(src, n, q, qs, s, fmt, acc, FEATHER_F16);
+}
+static void st_bf16(const void *src, size_t n, const uint8_t *q, size_t qs, float s,
+                    feather_fp8 fmt, feather_stat_lanes *acc) {
+    stats_run(src, n, q, qs, s, fmt, acc, FEATHER_BF16);
+}
+static void st_f32(const void *src, size_t n, const uint8_t *q, size_t qs, float s,
+                   feather_fp8 fmt, feather_stat_lanes *acc) {
+    stats_run(src, n, q, qs, s, fmt, acc, FEATHER_F32);
+}
+
+feather_stats_fn feather_stats_kernel_avx512(feather_dtype dt) {
+    return dt == FEATHER_F16 ? st_f16 : dt == FEATHER_BF16 ? st_bf16 : dt == FEATHER_F32 ? st_f32 : NULL;
+}
