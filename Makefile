@@ -101,3 +101,9 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/man/man1/feather-*.1 $(DESTDIR)$(PREFIX)/share/man/man5/feather.5
 	rm -rf $(DESTDIR)$(PREFIX)/include/feather
 
+
+# ---- bench: fp8 codec and packing (bench/quant_bench.c) ----
+$(BUILD)/bench/quant_bench: bench/quant_bench.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+bench: $(BUILD)/bench/quant_bench

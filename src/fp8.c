@@ -192,6 +192,63 @@ feather_cast_fn feather_cast_kernel_scalar(feather_dtype dt, feather_fp8 fmt, in
     return scalar_kernels[d][fmt][unit != 0];
 }
 
+/* Scalar tile kernels: the row kernel four times (no streaming stores at this level). */
+static inline int tile_scalar(feather_dtype dt, feather_fp8 fmt, int unit, const void *src,
+                              size_t src_stride, size_t n, const float inv[4], uint8_t *dst,
+                              size_t step, int packed) {
+    int bad = 0;
+    size_t esz = dt == FEATHER_F32 ? 4 : 2;
+    for (int i = 0; i < 4; i++)
+        bad |= cast_run_scalar(dt, fmt, unit, (const unsigned char *)src + i * src_stride * esz, n,
+                               inv[i], packed ? dst + 16 * i : dst + i * step, packed ? step : 16);
+    return bad;
+}
+#define SCALAR_TILE(name, dt, fmt, unit)                                                     \
+    static int name(const void *src, size_t ss, size_t n, const float inv[4], uint8_t *dst,  \
+                    size_t step, int packed, int nt) {                                       \
+        (void)nt;                                                                            \
+        return tile_scalar(dt, fmt, unit, src, ss, n, inv, dst, step, packed);               \
+    }
+SCALAR_TILE(t_f16_e5m2, FEATHER_F16, FEATHER_FP8_E5M2, 0)
+SCALAR_TILE(t_f16_e5m2_u, FEATHER_F16, FEATHER_FP8_E5M2, 1)
+SCALAR_TILE(t_f16_e4m3, FEATHER_F16, FEATHER_FP8_E4M3FN, 0)
+SCALAR_TILE(t_f16_e4m3_u, FEATHER_F16, FEATHER_FP8_E4M3FN, 1)
+SCALAR_TILE(t_bf16_e5m2, FEATHER_BF16, FEATHER_FP8_E5M2, 0)
+SCALAR_TILE(t_bf16_e5m2_u, FEATHER_BF16, FEATHER_FP8_E5M2, 1)
+SCALAR_TILE(t_bf16_e4m3, FEATHER_BF16, FEATHER_FP8_E4M3FN, 0)
+SCALAR_TILE(t_bf16_e4m3_u, FEATHER_BF16, FEATHER_FP8_E4M3FN, 1)
+SCALAR_TILE(t_f32_e5m2, FEATHER_F32, FEATHER_FP8_E5M2, 0)
+SCALAR_TILE(t_f32_e5m2_u, FEATHER_F32, FEATHER_FP8_E5M2, 1)
+SCALAR_TILE(t_f32_e4m3, FEATHER_F32, FEATHER_FP8_E4M3FN, 0)
+SCALAR_TILE(t_f32_e4m3_u, FEATHER_F32, FEATHER_FP8_E4M3FN, 1)
+
+static const feather_tile_fn scalar_tiles[3][2][2] = {
+    {{t_f16_e5m2, t_f16_e5m2_u}, {t_f16_e4m3, t_f16_e4m3_u}},
+    {{t_bf16_e5m2, t_bf16_e5m2_u}, {t_bf16_e4m3, t_bf16_e4m3_u}},
+    {{t_f32_e5m2, t_f32_e5m2_u}, {t_f32_e4m3, t_f32_e4m3_u}},
+};
+
+feather_tile_fn feather_tile_kernel_scalar(feather_dtype dt, feather_fp8 fmt, int unit) {
+    int d = dtype_slot(dt);
+    if (d < 0 || (fmt != FEATHER_FP8_E5M2 && fmt != FEATHER_FP8_E4M3FN)) return NULL;
+    return scalar_tiles[d][fmt][unit != 0];
+}
+
+/* Orders streaming stores before later stores (such as the one releasing a finished job). */
+void feather_stream_fence(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_sfence();
+#endif
+}
+
+feather_tile_fn feather_tile_kernel(feather_simd simd, feather_dtype dt, feather_fp8 fmt, int unit) {
+    feather_tile_fn f = NULL;
+    if (simd >= FEATHER_SIMD_AVX512) f = feather_tile_kernel_avx512(dt, fmt, unit);
+    if (!f && simd >= FEATHER_SIMD_AVX2) f = feather_tile_kernel_avx2(dt, fmt, unit);
+    if (!f) f = feather_tile_kernel_scalar(dt, fmt, unit);
+    return f;
+}
+
 feather_cast_fn feather_cast_kernel(feather_simd simd, feather_dtype dt, feather_fp8 fmt, int unit) {
     feather_cast_fn f = NULL;
     if (simd >= FEATHER_SIMD_AVX512) f = feather_cast_kernel_avx512(dt, fmt, unit);

@@ -150,6 +150,90 @@ feather_cast_fn feather_cast_kernel_avx2(feather_dtype dt, feather_fp8 fmt, int 
     return kernels[d][fmt][unit != 0];
 }
 
+/* ---- tile kernels (4 rows; see quant_kernels.h): 16-byte pieces from the row kernels'
+ * building blocks, assembled into 64-byte lines (two 32-byte stores). ---- */
+AI void store_line(uint8_t *p, __m128i a, __m128i b, __m128i c, __m128i d, int nt) {
+    __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+    __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(c), d, 1);
+    if (nt) {
+        _mm256_stream_si256((__m256i *)p, lo);
+        _mm256_stream_si256((__m256i *)(p + 32), hi);
+    } else {
+        _mm256_storeu_si256((__m256i *)p, lo);
+        _mm256_storeu_si256((__m256i *)(p + 32), hi);
+    }
+}
+
+/* piece of 16 elements of a row: the f32 path, or fp16 → e5m2 integer rounding (flag words) */
+AI __m128i piece(const unsigned char *row, size_t x, int dt, int e4m3, int unit, int intpath,
+                 __m256 vinv, __m256i *acc) {
+    if (intpath) return e5m2_16((const uint16_t *)row + x, acc);
+    return cast16(row, x, dt, e4m3, unit, vinv, acc);
+}
+
+AI int tile(const void *src, size_t ss, size_t n, const float inv[4], uint8_t *dst, size_t step,
+            int packed, int nt, int dt, int e4m3, int unit, int intpath) {
+    const size_t rs = ss * (dt == FEATHER_F32 ? 4 : 2);
+    const unsigned char *r0 = src, *r1 = r0 + rs, *r2 = r1 + rs, *r3 = r2 + rs;
+    const __m256 v0 = _mm256_set1_ps(inv[0]), v1 = _mm256_set1_ps(inv[1]);
+    const __m256 v2 = _mm256_set1_ps(inv[2]), v3 = _mm256_set1_ps(inv[3]);
+    __m256i acc = _mm256_setzero_si256();
+#define P(r, v, x) piece(r, x, dt, e4m3, unit, intpath, v, &acc)
+    for (size_t c = 0; c < n; c += 64) {
+        if (packed) {
+            for (int p = 0; p < 4; p++) {
+                size_t x = c + 16 * (size_t)p;
+                __m128i a = P(r0, v0, x), b = P(r1, v1, x), d = P(r2, v2, x), e = P(r3, v3, x);
+                store_line(dst + (c / 16 + (size_t)p) * step, a, b, d, e, nt);
+            }
+        } else {
+            for (int i = 0; i < 4; i++) {
+                const unsigned char *r = i == 0 ? r0 : i == 1 ? r1 : i == 2 ? r2 : r3;
+                __m256 v = i == 0 ? v0 : i == 1 ? v1 : i == 2 ? v2 : v3;
+                __m128i a = P(r, v, c), b = P(r, v, c + 16), d = P(r, v, c + 32), e = P(r, v, c + 48);
+                store_line(dst + (size_t)i * step + c, a, b, d, e, nt);
+            }
+        }
+    }
+#undef P
+    if (intpath) {
+        __m128i m = _mm_max_epu16(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        m = _mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi16(-1)));
+        return (uint16_t)~_mm_extract_epi16(m, 0) >= 0x7c00;
+    }
+    return max_at_least(acc, 0x7f800000u);
+}
+
+#define TILE(name, dt, e4m3, unit, intpath)                                                    \
+    static int name(const void *src, size_t ss, size_t n, const float inv[4], uint8_t *dst,     \
+                    size_t step, int packed, int nt) {                                          \
+        return tile(src, ss, n, inv, dst, step, packed, nt, dt, e4m3, unit, intpath);           \
+    }
+TILE(t_f16_e5m2, FEATHER_F16, 0, 0, 0)
+TILE(t_f16_e5m2_u, FEATHER_F16, 0, 1, 1)
+TILE(t_f16_e4m3, FEATHER_F16, 1, 0, 0)
+TILE(t_f16_e4m3_u, FEATHER_F16, 1, 1, 0)
+TILE(t_bf16_e5m2, FEATHER_BF16, 0, 0, 0)
+TILE(t_bf16_e5m2_u, FEATHER_BF16, 0, 1, 0)
+TILE(t_bf16_e4m3, FEATHER_BF16, 1, 0, 0)
+TILE(t_bf16_e4m3_u, FEATHER_BF16, 1, 1, 0)
+TILE(t_f32_e5m2, FEATHER_F32, 0, 0, 0)
+TILE(t_f32_e5m2_u, FEATHER_F32, 0, 1, 0)
+TILE(t_f32_e4m3, FEATHER_F32, 1, 0, 0)
+TILE(t_f32_e4m3_u, FEATHER_F32, 1, 1, 0)
+
+static const feather_tile_fn tiles[3][2][2] = {
+    {{t_f16_e5m2, t_f16_e5m2_u}, {t_f16_e4m3, t_f16_e4m3_u}},
+    {{t_bf16_e5m2, t_bf16_e5m2_u}, {t_bf16_e4m3, t_bf16_e4m3_u}},
+    {{t_f32_e5m2, t_f32_e5m2_u}, {t_f32_e4m3, t_f32_e4m3_u}},
+};
+
+feather_tile_fn feather_tile_kernel_avx2(feather_dtype dt, feather_fp8 fmt, int unit) {
+    int d = dt == FEATHER_F16 ? 0 : dt == FEATHER_BF16 ? 1 : dt == FEATHER_F32 ? 2 : -1;
+    if (d < 0 || (fmt != FEATHER_FP8_E5M2 && fmt != FEATHER_FP8_E4M3FN)) return NULL;
+    return tiles[d][fmt][unit != 0];
+}
+
 /* ---- error statistics: 8 elements per step, lanes 0-3 and 4-7 in two registers ---- */
 AI __m256 decode8(const uint8_t *q, int e4m3) {
     __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)q));

@@ -75,7 +75,7 @@ AI int run_f32(const void *src, size_t n, float inv, uint8_t *dst, size_t stride
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
         _mm_mask_storeu_epi8(o, m, cast16(src, i, dt, e4m3, unit, vinv, &acc, 1, m));
     }
-    return _mm512_reduce_max_epu32(acc) >= 0x7f800000u;
+    return _mm512_cmpge_epu32_mask(acc, _mm512_set1_epi32(0x7f800000)) != 0;
 }
 
 /* ---- fp16 → e5m2 plain cast: e5m2 is the high byte of fp16, so RNE is integer rounding
@@ -116,11 +116,7 @@ static int run_f16_e5m2_unit(const void *src, size_t n, float inv, uint8_t *dst,
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
         _mm_mask_storeu_epi8(o, m, e5m2_16(s + i, &acc, 1, m));
     }
-    __m256i mx = _mm256_max_epu16(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
-    __m128i m8 = _mm_max_epu16(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
-    /* max of 8 words: minpos of the complement */
-    m8 = _mm_minpos_epu16(_mm_xor_si128(m8, _mm_set1_epi16(-1)));
-    return (uint16_t)~_mm_extract_epi16(m8, 0) >= 0x7c00;
+    return _mm512_cmpge_epu16_mask(acc, _mm512_set1_epi16(0x7c00)) != 0;
 }
 
 #define KERNEL(name, dt, e4m3, unit)                                                           \
@@ -149,6 +145,121 @@ feather_cast_fn feather_cast_kernel_avx512(feather_dtype dt, feather_fp8 fmt, in
     int d = dt == FEATHER_F16 ? 0 : dt == FEATHER_BF16 ? 1 : dt == FEATHER_F32 ? 2 : -1;
     if (d < 0 || (fmt != FEATHER_FP8_E5M2 && fmt != FEATHER_FP8_E4M3FN)) return NULL;
     return kernels[d][fmt][unit != 0];
+}
+
+/* ---- tile kernels (4 rows; see quant_kernels.h) ---- */
+
+AI void store_line(uint8_t *p, __m512i v, int nt) {
+    if (nt) _mm512_stream_si512((void *)p, v);
+    else _mm512_storeu_si512(p, v);
+}
+
+/* Four vectors of 16 codes (one per 32-bit lane, ≤ 0xff) → their 64 bytes, c0's first.
+ * The two packs interleave per 128-bit lane (dword 4l + k holds c_k's lane l); one dword
+ * permutation puts them in order. */
+AI __m512i bytes_of4(__m512i c0, __m512i c1, __m512i c2, __m512i c3) {
+    __m512i x = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), x);
+}
+
+AI __m512i codes16(const unsigned char *row, size_t i, int dt, int e4m3, int unit, __m512 vinv,
+                   __m512i *acc) {
+    __m512i u = load16(row, i, dt, 0, 0);
+    *acc = _mm512_max_epu32(*acc, _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)));
+    if (!unit) u = _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(u), vinv));
+    return codes_from_f32(u, e4m3);
+}
+
+AI int tile_f32(const void *src, size_t ss, size_t n, const float inv[4], uint8_t *dst,
+                size_t step, int packed, int nt, int dt, int e4m3, int unit) {
+    const size_t rs = ss * (dt == FEATHER_F32 ? 4 : 2);
+    const unsigned char *r0 = src, *r1 = r0 + rs, *r2 = r1 + rs, *r3 = r2 + rs;
+    const __m512 v0 = _mm512_set1_ps(inv[0]), v1 = _mm512_set1_ps(inv[1]);
+    const __m512 v2 = _mm512_set1_ps(inv[2]), v3 = _mm512_set1_ps(inv[3]);
+    __m512i acc = _mm512_setzero_si512();
+#define C16(r, v, x) codes16(r, x, dt, e4m3, unit, v, &acc)
+    for (size_t c = 0; c < n; c += 64) {
+        if (packed) {
+            /* line p: the four rows' pieces of columns c + 16p … */
+            for (int p = 0; p < 4; p++) {
+                size_t x = c + 16 * (size_t)p;
+                store_line(dst + (c / 16 + (size_t)p) * step,
+                           bytes_of4(C16(r0, v0, x), C16(r1, v1, x), C16(r2, v2, x), C16(r3, v3, x)), nt);
+            }
+        } else {
+            store_line(dst + c, bytes_of4(C16(r0, v0, c), C16(r0, v0, c + 16), C16(r0, v0, c + 32), C16(r0, v0, c + 48)), nt);
+            store_line(dst + step + c, bytes_of4(C16(r1, v1, c), C16(r1, v1, c + 16), C16(r1, v1, c + 32), C16(r1, v1, c + 48)), nt);
+            store_line(dst + 2 * step + c, bytes_of4(C16(r2, v2, c), C16(r2, v2, c + 16), C16(r2, v2, c + 32), C16(r2, v2, c + 48)), nt);
+            store_line(dst + 3 * step + c, bytes_of4(C16(r3, v3, c), C16(r3, v3, c + 16), C16(r3, v3, c + 32), C16(r3, v3, c + 48)), nt);
+        }
+    }
+#undef C16
+    return _mm512_cmpge_epu32_mask(acc, _mm512_set1_epi32(0x7f800000)) != 0;
+}
+
+/* 64 fp16 → 64 e5m2 bytes in order (pieces p0 … p3 in the four 128-bit lanes). */
+AI __m512i row64_e5m2(const unsigned char *row, size_t c, __m512i *acc) {
+    const uint16_t *p = (const uint16_t *)row + c;
+    __m512i w01 = e5m2_words_from_f16(_mm512_loadu_si512(p), acc);
+    __m512i w23 = e5m2_words_from_f16(_mm512_loadu_si512(p + 32), acc);
+    /* per 128-bit lane: 8 bytes of w01, 8 of w23 → qwords p0lo p2lo p0hi p2hi p1lo p3lo p1hi p3hi */
+    return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(w01, w23));
+}
+
+static int tile_f16_e5m2_unit(const void *src, size_t ss, size_t n, const float inv[4],
+                              uint8_t *dst, size_t step, int packed, int nt) {
+    (void)inv;
+    const unsigned char *r0 = src, *r1 = r0 + 2 * ss, *r2 = r1 + 2 * ss, *r3 = r2 + 2 * ss;
+    __m512i acc = _mm512_setzero_si512();
+    for (size_t c = 0; c < n; c += 64) {
+        __m512i a = row64_e5m2(r0, c, &acc), b = row64_e5m2(r1, c, &acc);
+        __m512i d = row64_e5m2(r2, c, &acc), e = row64_e5m2(r3, c, &acc);
+        if (packed) {
+            /* 4 × 4 transpose of 128-bit lanes: line p = (a.p, b.p, d.p, e.p) */
+            __m512i t0 = _mm512_shuffle_i64x2(a, b, 0x44), t1 = _mm512_shuffle_i64x2(a, b, 0xee);
+            __m512i t2 = _mm512_shuffle_i64x2(d, e, 0x44), t3 = _mm512_shuffle_i64x2(d, e, 0xee);
+            uint8_t *o = dst + (c / 16) * step;
+            store_line(o, _mm512_shuffle_i64x2(t0, t2, 0x88), nt);
+            store_line(o + step, _mm512_shuffle_i64x2(t0, t2, 0xdd), nt);
+            store_line(o + 2 * step, _mm512_shuffle_i64x2(t1, t3, 0x88), nt);
+            store_line(o + 3 * step, _mm512_shuffle_i64x2(t1, t3, 0xdd), nt);
+        } else {
+            store_line(dst + c, a, nt);
+            store_line(dst + step + c, b, nt);
+            store_line(dst + 2 * step + c, d, nt);
+            store_line(dst + 3 * step + c, e, nt);
+        }
+    }
+    return _mm512_cmpge_epu16_mask(acc, _mm512_set1_epi16(0x7c00)) != 0;
+}
+
+#define TILE(name, dt, e4m3, unit)                                                             \
+    static int name(const void *src, size_t ss, size_t n, const float inv[4], uint8_t *dst,     \
+                    size_t step, int packed, int nt) {                                          \
+        return tile_f32(src, ss, n, inv, dst, step, packed, nt, dt, e4m3, unit);                \
+    }
+TILE(t_f16_e5m2, FEATHER_F16, 0, 0)
+TILE(t_f16_e4m3, FEATHER_F16, 1, 0)
+TILE(t_f16_e4m3_u, FEATHER_F16, 1, 1)
+TILE(t_bf16_e5m2, FEATHER_BF16, 0, 0)
+TILE(t_bf16_e5m2_u, FEATHER_BF16, 0, 1)
+TILE(t_bf16_e4m3, FEATHER_BF16, 1, 0)
+TILE(t_bf16_e4m3_u, FEATHER_BF16, 1, 1)
+TILE(t_f32_e5m2, FEATHER_F32, 0, 0)
+TILE(t_f32_e5m2_u, FEATHER_F32, 0, 1)
+TILE(t_f32_e4m3, FEATHER_F32, 1, 0)
+TILE(t_f32_e4m3_u, FEATHER_F32, 1, 1)
+
+static const feather_tile_fn tiles[3][2][2] = {
+    {{t_f16_e5m2, tile_f16_e5m2_unit}, {t_f16_e4m3, t_f16_e4m3_u}},
+    {{t_bf16_e5m2, t_bf16_e5m2_u}, {t_bf16_e4m3, t_bf16_e4m3_u}},
+    {{t_f32_e5m2, t_f32_e5m2_u}, {t_f32_e4m3, t_f32_e4m3_u}},
+};
+
+feather_tile_fn feather_tile_kernel_avx512(feather_dtype dt, feather_fp8 fmt, int unit) {
+    int d = dt == FEATHER_F16 ? 0 : dt == FEATHER_BF16 ? 1 : dt == FEATHER_F32 ? 2 : -1;
+    if (d < 0 || (fmt != FEATHER_FP8_E5M2 && fmt != FEATHER_FP8_E4M3FN)) return NULL;
+    return tiles[d][fmt][unit != 0];
 }
 
 /* ---- error statistics ----

@@ -40,6 +40,30 @@ feather_cast_fn feather_cast_kernel_scalar(feather_dtype src, feather_fp8 fmt, i
 feather_cast_fn feather_cast_kernel_avx2(feather_dtype src, feather_fp8 fmt, int unit);
 feather_cast_fn feather_cast_kernel_avx512(feather_dtype src, feather_fp8 fmt, int unit);
 
+/* ---- tile kernel: 4 rows at once ----
+ * Casts rows i = 0..3 over n columns (n % 64 == 0) of a row-major weight (src: first element
+ * of row 0, src_stride: elements from one row to the next), row i with inv[i], and stores the
+ * 16-byte piece of row i and columns 16p … 16p+15 at
+ *   packed != 0:  dst + p·step + 16·i   (step = 16·N: the 4 rows' pieces are one 64-byte line
+ *                                        of a (K/16, N, 16) slab)
+ *   packed == 0:  dst + i·step + 16·p   (step = K: plain rows)
+ * Working on 4 rows keeps 4 read streams in flight and assembles whole 64-byte lines in
+ * registers, which is what lets the packed layout be written as fast as a plain one. nt != 0
+ * writes those lines with streaming (non-temporal) stores, which skip reading the destination
+ * line first; then every line must be 64-byte aligned (packed: dst and 16·N multiples of 64;
+ * plain: dst and step multiples of 64) and the data will not be in cache afterwards. The
+ * kernels do not fence: call feather_stream_fence() once after a batch of them, before other
+ * threads may read the output (a fence per call would stall every call until its lines are
+ * written out).
+ * unit kernels ignore inv (all four are 1). Returns the non-finite flag like feather_cast_fn. */
+typedef int (*feather_tile_fn)(const void *src, size_t src_stride, size_t n, const float inv[4],
+                               uint8_t *dst, size_t step, int packed, int nt);
+void feather_stream_fence(void);
+feather_tile_fn feather_tile_kernel(feather_simd simd, feather_dtype src, feather_fp8 fmt, int unit);
+feather_tile_fn feather_tile_kernel_scalar(feather_dtype src, feather_fp8 fmt, int unit);
+feather_tile_fn feather_tile_kernel_avx2(feather_dtype src, feather_fp8 fmt, int unit);
+feather_tile_fn feather_tile_kernel_avx512(feather_dtype src, feather_fp8 fmt, int unit);
+
 /* The scalar bulk cast (contiguous dst, any n): the reference the SIMD paths are tested
  * against. */
 void feather_fp8_cast_scalar(feather_dtype src_dtype, const void *src, size_t n, float inv,

@@ -1,16 +1,20 @@
 /* Casting a whole weight with given scales, into plain (N, K) or prepacked (K/16, N, 16) codes.
  *
- * Work is split into strips of STRIP_ROWS rows, handed to the context's threads. Packed output
- * is written directly by the cast kernels (no plain intermediate): a strip is walked one slab
- * chunk of CHUNK columns at a time, row after row, so each of the chunk's CHUNK/16 slabs
- * receives STRIP_ROWS consecutive 16-byte pieces (whole cache lines) while the reads advance
- * through STRIP_ROWS rows. A row is cut into runs that share one scale; each run costs one
- * division (inv = 1/s) and one kernel call.
+ * Work is split into strips of STRIP_ROWS rows, handed to the context's threads. Inside a
+ * strip the tile kernels (quant_kernels.h) cast 4 rows at a time, 64 columns per step, and
+ * write whole 64-byte lines: for packed output a line is the 4 rows' pieces of one slab, so
+ * the packed layout is written directly (no plain intermediate) and sequentially within each
+ * slab. Packed output walks the strip one chunk of CHUNK columns (16 slabs) at a time, so the
+ * strip's 16 read streams and 16 write streams stay short; plain output walks 4 rows over the
+ * whole K. Large outputs are written with streaming stores (NT_MIN). Leftovers - rows beyond
+ * a multiple of 4, columns beyond a multiple of 64, and block sizes that are not multiples of
+ * 64 - go through the one-row kernels, which store 16-byte pieces.
  *
- * NaN/Inf inputs are detected by the kernels as they go; only a strip that has some is counted
- * exactly. Statistics are accumulated per row in 8 fixed lanes (see quant_kernels.h) and
- * summed in row order at the end, so they are the same for any thread count, SIMD level or
- * output layout. */
+ * A row is cut into runs that share one scale; each run costs one division (inv = 1/s) per
+ * row and one kernel call. NaN/Inf inputs are detected by the kernels as they go; only a strip
+ * that has some is counted exactly. Statistics are accumulated per row in 8 fixed lanes (see
+ * quant_kernels.h), visiting each row's columns in order, and summed in row order at the end,
+ * so they are the same for any thread count, SIMD level or output layout. */
 #include "internal.h"
 #include "quant_kernels.h"
 
@@ -18,7 +22,12 @@
 #include <stdlib.h>
 
 #define STRIP_ROWS 16
-#define CHUNK 256 /* columns per row visit in packed mode: 16 slabs */
+#define CHUNK 256 /* columns per visit of a strip in packed mode: 16 slabs */
+/* Outputs of at least this many bytes are written with streaming stores: they would not stay
+ * in cache anyway, and skipping the read of each destination line before writing it roughly
+ * doubles the speed of a DRAM-bound cast. Smaller ones stay in cache for whoever reads them
+ * next. */
+#define NT_MIN ((uint64_t)8 << 20)
 
 typedef struct row_stats {
     double sum_sq, err_sq, max_err;
@@ -30,11 +39,14 @@ struct job {
     size_t esz;
     const unsigned char *w;
     uint64_t n, k, group; /* group: columns per scale (k unless block mode) */
+    uint64_t tile_k;      /* columns [0, tile_k) go through the 4-row kernels */
     feather_scale_mode mode;
     const float *scales;
-    int packed;
+    int packed, nt;
+    uint64_t phase; /* packed: rows r ≡ phase (mod 4) start an aligned 64-byte line */
     uint8_t *q;
     feather_cast_fn cast, cast_unit;
+    feather_tile_fn tile, tile_unit;
     feather_stats_fn stats; /* NULL: no statistics */
     row_stats *rows;
     _Atomic uint64_t nonfinite;
@@ -48,51 +60,89 @@ static inline float scale_at(const struct job *j, uint64_t r, uint64_t c) {
     return j->scales[0];
 }
 
-/* Casts columns [c0, c1) of row r (plus statistics); returns the kernels' non-finite flag. */
-static int do_row_part(struct job *j, uint64_t r, uint64_t c0, uint64_t c1, feather_stat_lanes *lanes) {
+static inline uint8_t *q_at(const struct job *j, uint64_t r, uint64_t c) {
+    return j->packed ? j->q + (c / 16) * 16 * j->n + 16 * r : j->q + r * j->k + c;
+}
+static inline size_t q_piece_stride(const struct job *j) { return j->packed ? (size_t)(16 * j->n) : 16; }
+
+/* Columns [c0, c1) of row r with the one-row kernels (plus statistics). */
+static int row_part(struct job *j, uint64_t r, uint64_t c0, uint64_t c1, feather_stat_lanes *lanes) {
     int bad = 0;
     while (c0 < c1) {
         uint64_t e = (c0 / j->group + 1) * j->group;
         if (e > c1) e = c1;
-        float s = scale_at(j, r, c0);
-        float inv = 1.0f / s;
+        float s = scale_at(j, r, c0), inv = 1.0f / s;
         const unsigned char *src = j->w + (r * j->k + c0) * j->esz;
-        uint8_t *dst;
-        size_t stride;
-        if (j->packed) {
-            dst = j->q + (c0 / 16) * 16 * j->n + 16 * r;
-            stride = 16 * j->n;
-        } else {
-            dst = j->q + r * j->k + c0;
-            stride = 16;
-        }
-        bad |= (inv == 1.0f ? j->cast_unit : j->cast)(src, e - c0, inv, dst, stride);
-        if (j->stats) j->stats(src, e - c0, dst, stride, s, j->fmt, lanes);
+        uint8_t *dst = q_at(j, r, c0);
+        bad |= (inv == 1.0f ? j->cast_unit : j->cast)(src, e - c0, inv, dst, q_piece_stride(j));
+        if (j->stats) j->stats(src, e - c0, dst, q_piece_stride(j), s, j->fmt, lanes);
         c0 = e;
     }
     return bad;
 }
 
+/* Columns [c0, c1) (multiples of 64, inside [0, tile_k)) of rows r … r+3. */
+static int quad_part(struct job *j, uint64_t r, uint64_t c0, uint64_t c1, feather_stat_lanes *lanes) {
+    int bad = 0;
+    while (c0 < c1) {
+        uint64_t e = (c0 / j->group + 1) * j->group;
+        if (e > c1) e = c1;
+        float s[4], inv[4];
+        int unit = 1;
+        for (int i = 0; i < 4; i++) {
+            s[i] = scale_at(j, r + (uint64_t)i, c0);
+            inv[i] = 1.0f / s[i];
+            unit &= inv[i] == 1.0f;
+        }
+        const unsigned char *src = j->w + (r * j->k + c0) * j->esz;
+        uint8_t *dst = q_at(j, r, c0);
+        size_t step = j->packed ? (size_t)(16 * j->n) : (size_t)j->k;
+        bad |= (unit ? j->tile_unit : j->tile)(src, j->k, e - c0, inv, dst, step, j->packed, j->nt);
+        if (j->stats)
+            for (int i = 0; i < 4; i++)
+                j->stats(src + (size_t)i * j->k * j->esz, e - c0, q_at(j, r + (uint64_t)i, c0),
+                         q_piece_stride(j), s[i], j->fmt, &lanes[i]);
+        c0 = e;
+    }
+    return bad;
+}
+
+/* Strip st: rows [phase + 16·st, phase + 16·(st+1)), the first one starting at row 0. */
+static inline uint64_t strip_start(const struct job *j, size_t st) {
+    return st ? j->phase + (uint64_t)st * STRIP_ROWS : 0;
+}
+
 static void strip_fn(void *arg, size_t b, size_t e, int worker) {
     (void)worker;
     struct job *j = arg;
-    feather_stat_lanes lanes[STRIP_ROWS];
+    feather_stat_lanes lanes[STRIP_ROWS + 4];
     for (size_t st = b; st < e; st++) {
         if (feather_cancelled()) {
             atomic_store(&j->cancelled, 1);
-            return;
+            break;
         }
-        uint64_t r0 = st * STRIP_ROWS, r1 = r0 + STRIP_ROWS < j->n ? r0 + STRIP_ROWS : j->n;
+        uint64_t r0 = strip_start(j, st), r1 = strip_start(j, st + 1);
+        if (r1 > j->n) r1 = j->n;
+        /* rows [r0, ra) and [rq, r1) one by one, [ra, rq) in quads */
+        uint64_t ra = r0 + (j->phase + 4 - r0 % 4) % 4;
+        if (ra > r1) ra = r1;
+        uint64_t rq = ra + (r1 - ra) / 4 * 4;
         int bad = 0;
         if (j->stats) memset(lanes, 0, sizeof lanes);
-        if (!j->packed) {
-            for (uint64_t r = r0; r < r1; r++) bad |= do_row_part(j, r, 0, j->k, &lanes[r - r0]);
-        } else {
-            for (uint64_t c = 0; c < j->k; c += CHUNK) {
-                uint64_t ce = c + CHUNK < j->k ? c + CHUNK : j->k;
-                for (uint64_t r = r0; r < r1; r++) bad |= do_row_part(j, r, c, ce, &lanes[r - r0]);
+        if (j->packed) {
+            for (uint64_t c = 0; c < j->tile_k; c += CHUNK) {
+                uint64_t ce = c + CHUNK < j->tile_k ? c + CHUNK : j->tile_k;
+                for (uint64_t r = r0; r < ra; r++) bad |= row_part(j, r, c, ce, &lanes[r - r0]);
+                for (uint64_t r = ra; r < rq; r += 4) bad |= quad_part(j, r, c, ce, &lanes[r - r0]);
+                for (uint64_t r = rq; r < r1; r++) bad |= row_part(j, r, c, ce, &lanes[r - r0]);
             }
+        } else {
+            for (uint64_t r = r0; r < ra; r++) bad |= row_part(j, r, 0, j->tile_k, &lanes[r - r0]);
+            for (uint64_t r = ra; r < rq; r += 4) bad |= quad_part(j, r, 0, j->tile_k, &lanes[r - r0]);
+            for (uint64_t r = rq; r < r1; r++) bad |= row_part(j, r, 0, j->tile_k, &lanes[r - r0]);
         }
+        if (j->tile_k < j->k)
+            for (uint64_t r = r0; r < r1; r++) bad |= row_part(j, r, j->tile_k, j->k, &lanes[r - r0]);
         if (bad) {
             uint64_t cnt = feather_count_nonfinite(j->dt, j->w + r0 * j->k * j->esz, (size_t)((r1 - r0) * j->k));
             atomic_fetch_add(&j->nonfinite, cnt);
@@ -110,6 +160,7 @@ static void strip_fn(void *arg, size_t b, size_t e, int worker) {
             }
         }
     }
+    if (j->nt) feather_stream_fence();
 }
 
 /* "tensor 'NAME': rule" (or just the rule when the tensor has no name). */
@@ -183,6 +234,17 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
     feather_simd simd = feather_ctx_simd(ctx);
     j.cast = feather_cast_kernel(simd, dtype, opts->format, 0);
     j.cast_unit = feather_cast_kernel(simd, dtype, opts->format, 1);
+    j.tile = feather_tile_kernel(simd, dtype, opts->format, 0);
+    j.tile_unit = feather_tile_kernel(simd, dtype, opts->format, 1);
+    /* 4-row kernels take 64 columns per step and one scale per run */
+    j.tile_k = opts->mode == FEATHER_SCALE_BLOCK && group % 64 ? 0 : k / 64 * 64;
+    /* Streaming stores need whole aligned lines and are only worth it for outputs that leave
+     * the cache; statistics read the codes straight back, so they keep them cached. */
+    j.nt = simd >= FEATHER_SIMD_AVX2 && !stats && nk >= NT_MIN &&
+           (packed ? n % 4 == 0 && (uintptr_t)q % 16 == 0 : k % 64 == 0 && (uintptr_t)q % 64 == 0);
+    /* A packed line holds rows r … r+3 of one slab; with q at 16 (mod 64) the aligned lines
+     * start at rows 3, 7, …: shift the grouping of rows by that phase. */
+    if (j.nt && packed) j.phase = (64 - (uintptr_t)q % 64) % 64 / 16;
     if (stats) {
         j.stats = feather_stats_kernel(simd, dtype);
         j.rows = malloc(n * sizeof *j.rows);
@@ -190,7 +252,7 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
     }
     atomic_init(&j.nonfinite, 0);
     atomic_init(&j.cancelled, 0);
-    size_t strips = (size_t)((n + STRIP_ROWS - 1) / STRIP_ROWS);
+    size_t strips = n <= j.phase + STRIP_ROWS ? 1 : (size_t)(1 + (n - j.phase - 1) / STRIP_ROWS);
     feather_parallel_for(ctx, strips, 1, strip_fn, &j);
 
     feather_status st = FEATHER_OK;

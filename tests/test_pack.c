@@ -3,6 +3,7 @@
 #include "test.h"
 #include "feather/feather.h"
 #include "internal.h"
+#include "quant_kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -323,4 +324,85 @@ TEST(pack_quantize_bad_arguments) {
     CHECK(feather_quantize_with(ctx, &o, FEATHER_F16, w, 0, 32, s, 1, q, &st, &err) == FEATHER_OK);
     CHECK(st.sum_sq == 0 && st.nonfinite == 0);
     feather_ctx_free(ctx);
+}
+
+/* The 4-row tile kernels (with and without streaming stores) against the one-row kernels. */
+TEST(pack_tile_kernels_match_row_kernels) {
+    const feather_dtype dts[3] = {FEATHER_F16, FEATHER_BF16, FEATHER_F32};
+    enum { ROWS = 4, COLS = 192, N = 8 };
+    for (int d = 0; d < 3; d++) {
+        void *w = make_weight(dts[d], ROWS, COLS);
+        REQUIRE(w);
+        /* a NaN in row 2 */
+        if (dts[d] == FEATHER_F32) { float v = NAN; memcpy((char *)w + 4 * (2 * COLS + 70), &v, 4); }
+        else { uint16_t v = 0x7fc1; memcpy((char *)w + 2 * (2 * COLS + 70), &v, 2); }
+        for (int lv = 0; lv <= (int)feather_simd_cpu(); lv++) {
+            for (int f = 0; f < 2; f++) {
+                for (int unit = 0; unit < 2; unit++) {
+                    float inv[4] = {1, 1, 1, 1};
+                    if (!unit) { inv[0] = 3.5f; inv[1] = 0.01f; inv[2] = 1.0f; inv[3] = 1e4f; }
+                    feather_tile_fn t = feather_tile_kernel((feather_simd)lv, dts[d], (feather_fp8)f, unit);
+                    feather_cast_fn rk = feather_cast_kernel(FEATHER_SIMD_SCALAR, dts[d], (feather_fp8)f, 0);
+                    REQUIRE(t && rk);
+                    _Alignas(64) uint8_t want[N * COLS], got[N * COLS];
+                    for (int packed = 0; packed < 2; packed++) {
+                        size_t step = packed ? 16 * N : COLS;
+                        memset(want, 0x5a, sizeof want);
+                        int wbad = 0;
+                        for (int i = 0; i < ROWS; i++)
+                            wbad |= rk((char *)w + (size_t)i * COLS * (dts[d] == FEATHER_F32 ? 4 : 2), COLS, inv[i],
+                                       packed ? want + 16 * i : want + i * step, packed ? step : 16);
+                        for (int nt = 0; nt < 2; nt++) {
+                            memset(got, 0x5a, sizeof got);
+                            int bad = t(w, COLS, COLS, inv, got, step, packed, nt);
+                            feather_stream_fence();
+                            if (memcmp(got, want, sizeof got) || !bad != !wbad || !bad)
+                                test_fail(__FILE__, __LINE__, "%s %s→%s unit %d packed %d nt %d: %s",
+                                          feather_simd_name((feather_simd)lv), feather_dtype_name(dts[d]),
+                                          feather_fp8_name((feather_fp8)f), unit, packed, nt,
+                                          memcmp(got, want, sizeof got) ? "bytes differ" : "flag");
+                        }
+                    }
+                }
+            }
+        }
+        free(w);
+    }
+}
+
+/* A tensor large enough for streaming stores (and a misaligned output that must avoid them):
+ * same bytes as the small-tensor path. */
+TEST(pack_quantize_large_streaming) {
+    const uint64_t n = 1024, k = 8192;
+    void *w = make_weight(FEATHER_F16, n, k);
+    uint8_t *plain = aligned_alloc(64, n * k), *packed = aligned_alloc(64, n * k + 64), *re = malloc(n * k);
+    REQUIRE(w && plain && packed && re);
+    feather_ctx *ctx = feather_ctx_new(2);
+    REQUIRE(ctx);
+    for (int lv = 0; lv <= (int)feather_simd_cpu(); lv++) {
+        feather_ctx_set_simd(ctx, (feather_simd)lv);
+        for (int sc = 0; sc < 2; sc++) {
+            float s = sc ? 0.37f : 1.0f;
+            feather_quant_options o = {.format = FEATHER_FP8_E5M2, .mode = FEATHER_SCALE_TENSOR};
+            REQUIRE(feather_quantize_with(ctx, &o, FEATHER_F16, w, n, k, &s, 0, plain, NULL, NULL) == FEATHER_OK);
+            /* row by row with the bulk cast */
+            int bad = 0;
+            for (uint64_t r = 0; r < n && !bad; r++) {
+                feather_fp8_cast(NULL, FEATHER_F16, (uint16_t *)w + r * k, k, 1.0f / s, o.format, re + r * k);
+                bad = memcmp(re + r * k, plain + r * k, k) != 0;
+            }
+            CHECK(!bad);
+            /* q at every 16-byte phase of a cache line, and unaligned */
+            const int offs[5] = {0, 16, 32, 48, 1};
+            for (int oi = 0; oi < 5; oi++) {
+                int off = offs[oi];
+                REQUIRE(feather_quantize_with(ctx, &o, FEATHER_F16, w, n, k, &s, 1, packed + off, NULL, NULL) == FEATHER_OK);
+                feather_unpack(packed + off, n, k, re);
+                if (memcmp(re, plain, n * k)) test_fail(__FILE__, __LINE__, "%s scale %g offset %d",
+                                                        feather_simd_name((feather_simd)lv), (double)s, off);
+            }
+        }
+    }
+    feather_ctx_free(ctx);
+    free(w); free(plain); free(packed); free(re);
 }
