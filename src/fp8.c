@@ -134,7 +134,34 @@ void feather_fp8_cast_scalar(feather_dtype dt, const void *src, size_t n, float 
     for (size_t i = 0; i < n; i++) dst[i] = feather_f32_to_fp8(feather_ld_as_f32(dt, src, i) * inv, fmt);
 }
 
-/* ---- scalar kernels (see quant_kernels.h) ---- */
+/* ---- scalar kernels (see quant_kernels.h) ----
+ * The same arithmetic as the SIMD kernels, one lane at a time and without branches (so that
+ * compilers can vectorise it where they like): integer rounding of the f32 pattern in the
+ * normal range, the FPU's own rounding after adding a power of two in the subnormal range.
+ * The exhaustive tests hold it to the reference functions above. */
+static inline uint8_t fp8_of_bits(uint32_t u, int e4m3) {
+    const unsigned shift = e4m3 ? 20 : 21;
+    const float magic = e4m3 ? 16384.0f : 128.0f; /* its ulp is the fp8 subnormal step */
+    uint32_t a = u & 0x7fffffffu;
+    uint32_t r = a + ((1u << (shift - 1)) - 1) + ((a >> shift) & 1);
+    uint32_t cn = (r >> shift) - (e4m3 ? (120u << 3) : (112u << 2));
+    uint32_t maxc = e4m3 ? 0x7e : 0x7b;
+    cn = cn < maxc ? cn : maxc;
+    uint32_t cs = f2u(u2f(a) + magic) - f2u(magic);
+    uint32_t c = a < (e4m3 ? 0x3c800000u : 0x38800000u) ? cs : cn;
+    c |= (u >> 24) & 0x80;
+    return (uint8_t)(a > 0x7f800000u ? 0 : c);
+}
+
+/* fp16 → f32 pattern without branches: shifting the exponent and mantissa into place gives
+ * the value · 2^-112 (normal or subnormal f32), which one exact multiply restores. */
+static inline uint32_t f16_bits_to_f32_bits(uint16_t h) {
+    uint32_t em = h & 0x7fffu, sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t fin = f2u(u2f(em << 13) * 0x1p112f);
+    uint32_t spec = (em << 13) | 0x7f800000u; /* Inf, NaN */
+    return sign | (em >= 0x7c00u ? spec : fin);
+}
+
 static inline int cast_run_scalar(feather_dtype dt, feather_fp8 fmt, int unit, const void *src,
                                   size_t n, float inv, uint8_t *dst, size_t stride) {
     int bad = 0;
@@ -149,10 +176,12 @@ static inline int cast_run_scalar(feather_dtype dt, feather_fp8 fmt, int unit, c
                 o[i] = feather_f16_to_e5m2(h);
                 continue;
             }
-            float w = feather_ld_as_f32(dt, src, x);
-            bad |= nonfinite_f32(w);
-            if (!unit) w *= inv; /* w · 1 == w exactly, so 'unit' only saves the multiply */
-            o[i] = fmt == FEATHER_FP8_E5M2 ? feather_f32_to_e5m2(w) : feather_f32_to_e4m3fn(w);
+            uint32_t u = dt == FEATHER_F16    ? f16_bits_to_f32_bits(feather_ld16(src, x))
+                         : dt == FEATHER_BF16 ? (uint32_t)feather_ld16(src, x) << 16
+                                              : f2u(feather_ldf32(src, x));
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+            if (!unit) u = f2u(u2f(u) * inv); /* w · 1 == w exactly: 'unit' only saves the multiply */
+            o[i] = fp8_of_bits(u, fmt == FEATHER_FP8_E4M3FN);
         }
     }
     return bad;
