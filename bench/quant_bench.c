@@ -148,6 +148,25 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* layout conversion alone */
+    {
+        double bp = 1e30, bu = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double c0 = cpu_now();
+            for (int t = 0; t + 1 < tensors; t += 2) feather_pack(out[t], n, k, out[t + 1]);
+            double dc = cpu_now() - c0;
+            if (dc < bp) bp = dc;
+            c0 = cpu_now();
+            for (int t = 0; t + 1 < tensors; t += 2) feather_unpack(out[t + 1], n, k, out[t]);
+            dc = cpu_now() - c0;
+            if (dc < bu) bu = dc;
+        }
+        double bytes = (double)(tensors / 2) * (double)nk;
+        if (tensors >= 2)
+            printf("%s\nfeather_pack %.2f GB/s, feather_unpack %.2f GB/s (bytes moved per CPU second, 1 thread)\n",
+                   sep, bytes / bp / 1e9, bytes / bu / 1e9);
+    }
+
     /* statistics cost (F16 → e5m2, tensor scale, packed) */
     {
         feather_ctx *ctx = feather_ctx_new(1);

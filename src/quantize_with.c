@@ -6,7 +6,7 @@
  * the packed layout is written directly (no plain intermediate) and sequentially within each
  * slab. Packed output walks the strip one chunk of CHUNK columns (16 slabs) at a time, so the
  * strip's 16 read streams and 16 write streams stay short; plain output walks 4 rows over the
- * whole K. Large outputs are written with streaming stores (NT_MIN). Leftovers - rows beyond
+ * whole K. Large outputs are written with streaming stores (FEATHER_STREAM_MIN). Leftovers - rows beyond
  * a multiple of 4, columns beyond a multiple of 64, and block sizes that are not multiples of
  * 64 - go through the one-row kernels, which store 16-byte pieces.
  *
@@ -23,11 +23,6 @@
 
 #define STRIP_ROWS 16
 #define CHUNK 256 /* columns per visit of a strip in packed mode: 16 slabs */
-/* Outputs of at least this many bytes are written with streaming stores: they would not stay
- * in cache anyway, and skipping the read of each destination line before writing it roughly
- * doubles the speed of a DRAM-bound cast. Smaller ones stay in cache for whoever reads them
- * next. */
-#define NT_MIN ((uint64_t)8 << 20)
 
 typedef struct row_stats {
     double sum_sq, err_sq, max_err;
@@ -240,7 +235,7 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
     j.tile_k = opts->mode == FEATHER_SCALE_BLOCK && group % 64 ? 0 : k / 64 * 64;
     /* Streaming stores need whole aligned lines and are only worth it for outputs that leave
      * the cache; statistics read the codes straight back, so they keep them cached. */
-    j.nt = simd >= FEATHER_SIMD_AVX2 && !stats && nk >= NT_MIN &&
+    j.nt = simd >= FEATHER_SIMD_AVX2 && !stats && nk >= FEATHER_STREAM_MIN &&
            (packed ? n % 4 == 0 && (uintptr_t)q % 16 == 0 : k % 64 == 0 && (uintptr_t)q % 64 == 0);
     /* A packed line holds rows r … r+3 of one slab; with q at 16 (mod 64) the aligned lines
      * start at rows 3, 7, …: shift the grouping of rows by that phase. */

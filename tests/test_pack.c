@@ -413,3 +413,37 @@ TEST(pack_quantize_large_streaming) {
     feather_ctx_free(ctx);
     free(w); free(plain); free(packed); free(re);
 }
+
+/* Layouts big enough for streaming stores, every 16-byte phase of either buffer, K not a
+ * multiple of 64 and N not a multiple of 4, and the memcpy path (FEATHER_SIMD=scalar). */
+TEST(pack_large_layouts_every_alignment) {
+    const uint64_t shapes[3][2] = {{1024, 8192}, {1022, 8208}, {515, 16400}};
+    for (int sh = 0; sh < 3; sh++) {
+        uint64_t n = shapes[sh][0], k = shapes[sh][1];
+        uint8_t *plain = malloc(n * k), *pbuf = aligned_alloc(64, n * k + 128), *ubuf = aligned_alloc(64, n * k + 128);
+        REQUIRE(plain && pbuf && ubuf);
+        for (uint64_t i = 0; i < n * k; i += 8) {
+            uint64_t r = rnd();
+            memcpy(plain + i, &r, n * k - i < 8 ? n * k - i : 8);
+        }
+        const int offs[5] = {0, 16, 32, 48, 1};
+        for (int env = 0; env < 2; env++) {
+            if (env) setenv("FEATHER_SIMD", "scalar", 1);
+            for (int oi = 0; oi < 5; oi++) {
+                uint8_t *packed = pbuf + offs[oi], *back = ubuf + offs[(oi + 1) % 5];
+                feather_pack(plain, n, k, packed);
+                int bad = 0;
+                for (uint64_t r = 0; r < n && !bad; r += 7)
+                    for (uint64_t c = 0; c < k; c++)
+                        if (packed[(c / 16) * 16 * n + 16 * r + c % 16] != plain[r * k + c]) { bad = 1; break; }
+                feather_unpack(packed, n, k, back);
+                if (bad || memcmp(back, plain, n * k))
+                    test_fail(__FILE__, __LINE__, "(%llu,%llu) offsets %d/%d %s: %s", (unsigned long long)n,
+                              (unsigned long long)k, offs[oi], offs[(oi + 1) % 5], env ? "scalar" : "simd",
+                              bad ? "pack misplaced" : "round trip differs");
+            }
+            if (env) unsetenv("FEATHER_SIMD");
+        }
+        free(plain); free(pbuf); free(ubuf);
+    }
+}
