@@ -53,12 +53,34 @@ AI __m128i cast16(const void *src, size_t i, int dt, int e4m3, int unit, __m512 
     return _mm512_cvtepi32_epi8(codes_from_f32(u, e4m3));
 }
 
+/* Four vectors of 16 codes (one per 32-bit lane, ≤ 0xff) → their 64 bytes, c0's first.
+ * The two packs interleave per 128-bit lane (dword 4l + k holds c_k's lane l); one dword
+ * permutation puts them in order. */
+AI __m512i bytes_of4(__m512i c0, __m512i c1, __m512i c2, __m512i c3) {
+    __m512i x = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), x);
+}
+
+AI __m512i codes16(const void *row, size_t i, int dt, int e4m3, int unit, __m512 vinv,
+                   __m512i *acc) {
+    __m512i u = load16(row, i, dt, 0, 0);
+    *acc = _mm512_max_epu32(*acc, _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)));
+    if (!unit) u = _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(u), vinv));
+    return codes_from_f32(u, e4m3);
+}
+
 AI int run_f32(const void *src, size_t n, float inv, uint8_t *dst, size_t stride, int dt,
                int e4m3, int unit) {
     const __m512 vinv = _mm512_set1_ps(inv);
     __m512i acc = _mm512_setzero_si512();
     size_t i = 0;
     uint8_t *o = dst;
+    if (stride == 16) /* contiguous: four pieces packed together, one 64-byte store */
+        for (; i + 64 <= n; i += 64, o += 64)
+            _mm512_storeu_si512(o, bytes_of4(codes16(src, i, dt, e4m3, unit, vinv, &acc),
+                                             codes16(src, i + 16, dt, e4m3, unit, vinv, &acc),
+                                             codes16(src, i + 32, dt, e4m3, unit, vinv, &acc),
+                                             codes16(src, i + 48, dt, e4m3, unit, vinv, &acc)));
     for (; i + 64 <= n; i += 64, o += 4 * stride) {
         __m128i c0 = cast16(src, i, dt, e4m3, unit, vinv, &acc, 0, 0);
         __m128i c1 = cast16(src, i + 16, dt, e4m3, unit, vinv, &acc, 0, 0);
@@ -152,22 +174,6 @@ feather_cast_fn feather_cast_kernel_avx512(feather_dtype dt, feather_fp8 fmt, in
 AI void store_line(uint8_t *p, __m512i v, int nt) {
     if (nt) _mm512_stream_si512((void *)p, v);
     else _mm512_storeu_si512(p, v);
-}
-
-/* Four vectors of 16 codes (one per 32-bit lane, ≤ 0xff) → their 64 bytes, c0's first.
- * The two packs interleave per 128-bit lane (dword 4l + k holds c_k's lane l); one dword
- * permutation puts them in order. */
-AI __m512i bytes_of4(__m512i c0, __m512i c1, __m512i c2, __m512i c3) {
-    __m512i x = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
-    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), x);
-}
-
-AI __m512i codes16(const unsigned char *row, size_t i, int dt, int e4m3, int unit, __m512 vinv,
-                   __m512i *acc) {
-    __m512i u = load16(row, i, dt, 0, 0);
-    *acc = _mm512_max_epu32(*acc, _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)));
-    if (!unit) u = _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(u), vinv));
-    return codes_from_f32(u, e4m3);
 }
 
 AI int tile_f32(const void *src, size_t ss, size_t n, const float inv[4], uint8_t *dst,

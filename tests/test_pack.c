@@ -447,3 +447,17 @@ TEST(pack_large_layouts_every_alignment) {
         free(plain); free(pbuf); free(ubuf);
     }
 }
+
+TEST(pack_quantize_cancelled) {
+    feather_ctx *ctx = feather_ctx_new(2);
+    REQUIRE(ctx);
+    uint16_t w[64 * 64] = {0};
+    uint8_t q[64 * 64];
+    feather_quant_options o = {.format = FEATHER_FP8_E5M2, .mode = FEATHER_SCALE_NONE};
+    feather_error err = {0};
+    feather_cancel();
+    CHECK(feather_quantize_with(ctx, &o, FEATHER_F16, w, 64, 64, NULL, 1, q, NULL, &err) == FEATHER_E_CANCELLED);
+    feather_cancel_reset();
+    CHECK(feather_quantize_with(ctx, &o, FEATHER_F16, w, 64, 64, NULL, 1, q, NULL, &err) == FEATHER_OK);
+    feather_ctx_free(ctx);
+}
