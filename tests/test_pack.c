@@ -97,72 +97,77 @@ static const unsigned GROUPS[] = {0, 0, 0, 0, 16, 64};
 
 TEST(pack_quantize_with_every_mode_dtype_level) {
     const feather_dtype dts[3] = {FEATHER_F16, FEATHER_BF16, FEATHER_F32};
-    const uint64_t n = 37, k = 320;
+    /* K = 320: all 64-column steps; K = 336: a 16-column tail; N = 37: leftover rows */
+    const uint64_t shapes[2][2] = {{37, 320}, {22, 336}};
     feather_ctx *ctx = feather_ctx_new(2);
     REQUIRE(ctx);
-    uint8_t *plain = malloc(n * k), *packed = malloc(n * k), *repacked = malloc(n * k), *ref = malloc(n * k);
-    float *scales = malloc(n * k * sizeof *scales), *d1 = malloc(n * k * 4), *d2 = malloc(n * k * 4);
-    REQUIRE(plain && packed && repacked && ref && scales && d1 && d2);
-    for (int d = 0; d < 3; d++) {
-        void *w = make_weight(dts[d], n, k);
-        REQUIRE(w);
-        for (size_t m = 0; m < sizeof MODES / sizeof *MODES; m++) {
-            for (int f = 0; f < 2; f++) {
-                feather_quant_options o = {.format = (feather_fp8)f, .mode = MODES[m], .group = GROUPS[m], .name = "w"};
-                uint64_t ns = nscales_for(o.mode, o.group, n, k);
-                for (uint64_t i = 0; i < ns; i++)
-                    scales[i] = o.mode == FEATHER_SCALE_NONE ? 1.0f : (float)ldexp(1.0 + (rnd() % 1000) / 1000.0, (int)(rnd() % 20) - 22);
-                /* the definition, element by element, with the scalar codec */
-                for (uint64_t r = 0; r < n; r++)
-                    for (uint64_t c = 0; c < k; c++) {
-                        float inv = 1.0f / scale_for(o.mode, o.group, scales, k, r, c);
-                        ref[r * k + c] = feather_f32_to_fp8(w_at(dts[d], w, r * k + c) * inv, o.format);
-                    }
-                for (int lv = 0; lv <= (int)feather_simd_cpu(); lv++) {
-                    REQUIRE(feather_ctx_set_simd(ctx, (feather_simd)lv) == FEATHER_OK);
-                    feather_error err = {0};
-                    memset(plain, 0xee, n * k);
-                    memset(packed, 0xee, n * k);
-                    CHECK(feather_quantize_with(ctx, &o, dts[d], w, n, k, scales, 0, plain, NULL, &err) == FEATHER_OK);
-                    CHECK(feather_quantize_with(ctx, &o, dts[d], w, n, k, scales, 1, packed, NULL, &err) == FEATHER_OK);
-                    feather_pack(plain, n, k, repacked);
-                    if (memcmp(plain, ref, n * k) || memcmp(packed, repacked, n * k)) {
-                        test_fail(__FILE__, __LINE__, "%s %s mode %d g %u %s: plain %s, packed %s",
-                                  feather_simd_name((feather_simd)lv), feather_dtype_name(dts[d]),
-                                  (int)o.mode, o.group, feather_fp8_name(o.format),
-                                  memcmp(plain, ref, n * k) ? "differs" : "ok",
-                                  memcmp(packed, repacked, n * k) ? "differs" : "ok");
-                        continue;
-                    }
-                    /* dequantisation: packed and plain agree, and equal f32(q)·s */
-                    feather_dequantize(plain, 0, o.format, o.mode, o.group, scales, n, k, d1);
-                    feather_dequantize(packed, 1, o.format, o.mode, o.group, scales, n, k, d2);
-                    CHECK(memcmp(d1, d2, n * k * 4) == 0);
-                    for (uint64_t i = 0; i < n * k; i++) {
-                        float want = feather_fp8_to_f32(plain[i], o.format) *
-                                     scale_for(o.mode, o.group, scales, k, i / k, i % k);
-                        if (d1[i] != want) {
-                            test_fail(__FILE__, __LINE__, "dequantize element %llu", (unsigned long long)i);
-                            break;
+    for (int sh = 0; sh < 2; sh++) {
+        const uint64_t n = shapes[sh][0], k = shapes[sh][1];
+        uint8_t *plain = malloc(n * k), *packed = malloc(n * k), *repacked = malloc(n * k), *ref = malloc(n * k);
+        float *scales = malloc(n * k * sizeof *scales), *d1 = malloc(n * k * 4), *d2 = malloc(n * k * 4);
+        REQUIRE(plain && packed && repacked && ref && scales && d1 && d2);
+        for (int d = 0; d < 3; d++) {
+            void *w = make_weight(dts[d], n, k);
+            REQUIRE(w);
+            for (size_t m = 0; m < sizeof MODES / sizeof *MODES; m++) {
+                for (int f = 0; f < 2; f++) {
+                    feather_quant_options o = {.format = (feather_fp8)f, .mode = MODES[m], .group = GROUPS[m], .name = "w"};
+                    if (o.group && k % o.group) continue;
+                    uint64_t ns = nscales_for(o.mode, o.group, n, k);
+                    for (uint64_t i = 0; i < ns; i++)
+                        scales[i] = o.mode == FEATHER_SCALE_NONE ? 1.0f : (float)ldexp(1.0 + (rnd() % 1000) / 1000.0, (int)(rnd() % 20) - 22);
+                    /* the definition, element by element, with the scalar codec */
+                    for (uint64_t r = 0; r < n; r++)
+                        for (uint64_t c = 0; c < k; c++) {
+                            float inv = 1.0f / scale_for(o.mode, o.group, scales, k, r, c);
+                            ref[r * k + c] = feather_f32_to_fp8(w_at(dts[d], w, r * k + c) * inv, o.format);
+                        }
+                    for (int lv = 0; lv <= (int)feather_simd_cpu(); lv++) {
+                        REQUIRE(feather_ctx_set_simd(ctx, (feather_simd)lv) == FEATHER_OK);
+                        feather_error err = {0};
+                        memset(plain, 0xee, n * k);
+                        memset(packed, 0xee, n * k);
+                        CHECK(feather_quantize_with(ctx, &o, dts[d], w, n, k, scales, 0, plain, NULL, &err) == FEATHER_OK);
+                        CHECK(feather_quantize_with(ctx, &o, dts[d], w, n, k, scales, 1, packed, NULL, &err) == FEATHER_OK);
+                        feather_pack(plain, n, k, repacked);
+                        if (memcmp(plain, ref, n * k) || memcmp(packed, repacked, n * k)) {
+                            test_fail(__FILE__, __LINE__, "%s %s mode %d g %u %s: plain %s, packed %s",
+                                      feather_simd_name((feather_simd)lv), feather_dtype_name(dts[d]),
+                                      (int)o.mode, o.group, feather_fp8_name(o.format),
+                                      memcmp(plain, ref, n * k) ? "differs" : "ok",
+                                      memcmp(packed, repacked, n * k) ? "differs" : "ok");
+                            continue;
+                        }
+                        /* dequantisation: packed and plain agree, and equal f32(q)·s */
+                        feather_dequantize(plain, 0, o.format, o.mode, o.group, scales, n, k, d1);
+                        feather_dequantize(packed, 1, o.format, o.mode, o.group, scales, n, k, d2);
+                        CHECK(memcmp(d1, d2, n * k * 4) == 0);
+                        for (uint64_t i = 0; i < n * k; i++) {
+                            float want = feather_fp8_to_f32(plain[i], o.format) *
+                                         scale_for(o.mode, o.group, scales, k, i / k, i % k);
+                            if (d1[i] != want) {
+                                test_fail(__FILE__, __LINE__, "dequantize element %llu", (unsigned long long)i);
+                                break;
+                            }
                         }
                     }
                 }
             }
+            free(w);
         }
-        free(w);
+        free(plain); free(packed); free(repacked); free(ref); free(scales); free(d1); free(d2);
     }
-    free(plain); free(packed); free(repacked); free(ref); free(scales); free(d1); free(d2);
     feather_ctx_free(ctx);
 }
 
 TEST(pack_quantize_plain_any_k) {
-    /* plain output needs no K % 16: every tail length */
+    /* plain output needs no K % 16: every tail length, with and without 64-column steps */
     feather_ctx *ctx = feather_ctx_new(2);
     REQUIRE(ctx);
-    for (uint64_t k = 1; k <= 40; k++) {
+    for (uint64_t k = 1; k <= 150; k += k < 40 ? 1 : 7) {
         uint64_t n = 5;
         void *w = make_weight(FEATHER_BF16, n, k);
-        uint8_t q[5 * 40], want[5 * 40];
+        uint8_t q[5 * 150], want[5 * 150];
         float s[5];
         for (int r = 0; r < 5; r++) s[r] = 0.001f * (float)(r + 1);
         feather_quant_options o = {.format = FEATHER_FP8_E4M3FN, .mode = FEATHER_SCALE_CHANNEL};
