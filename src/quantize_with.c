@@ -34,7 +34,7 @@ struct job {
     size_t esz;
     const unsigned char *w;
     uint64_t n, k, group; /* group: columns per scale (k unless block mode) */
-    uint64_t tile_k;      /* columns [0, tile_k) go through the 4-row kernels */
+    uint64_t tile_c0, tile_c1; /* columns [tile_c0, tile_c1) go through the 4-row kernels */
     feather_scale_mode mode;
     const float *scales;
     int packed, nt;
@@ -76,7 +76,7 @@ static int row_part(struct job *j, uint64_t r, uint64_t c0, uint64_t c1, feather
     return bad;
 }
 
-/* Columns [c0, c1) (multiples of 64, inside [0, tile_k)) of rows r … r+3. */
+/* Columns [c0, c1) (c1 - c0 a multiple of 64, inside [tile_c0, tile_c1)) of rows r … r+3. */
 static int quad_part(struct job *j, uint64_t r, uint64_t c0, uint64_t c1, feather_stat_lanes *lanes) {
     int bad = 0;
     while (c0 < c1) {
@@ -125,19 +125,21 @@ static void strip_fn(void *arg, size_t b, size_t e, int worker) {
         int bad = 0;
         if (j->stats) memset(lanes, 0, sizeof lanes);
         if (j->packed) {
-            for (uint64_t c = 0; c < j->tile_k; c += CHUNK) {
-                uint64_t ce = c + CHUNK < j->tile_k ? c + CHUNK : j->tile_k;
+            for (uint64_t c = j->tile_c0; c < j->tile_c1; c += CHUNK) {
+                uint64_t ce = c + CHUNK < j->tile_c1 ? c + CHUNK : j->tile_c1;
                 for (uint64_t r = r0; r < ra; r++) bad |= row_part(j, r, c, ce, &lanes[r - r0]);
                 for (uint64_t r = ra; r < rq; r += 4) bad |= quad_part(j, r, c, ce, &lanes[r - r0]);
                 for (uint64_t r = rq; r < r1; r++) bad |= row_part(j, r, c, ce, &lanes[r - r0]);
             }
         } else {
-            for (uint64_t r = r0; r < ra; r++) bad |= row_part(j, r, 0, j->tile_k, &lanes[r - r0]);
-            for (uint64_t r = ra; r < rq; r += 4) bad |= quad_part(j, r, 0, j->tile_k, &lanes[r - r0]);
-            for (uint64_t r = rq; r < r1; r++) bad |= row_part(j, r, 0, j->tile_k, &lanes[r - r0]);
+            /* the columns before tile_c0 first: each row's columns are visited in order */
+            for (uint64_t r = r0; r < r1 && j->tile_c0; r++) bad |= row_part(j, r, 0, j->tile_c0, &lanes[r - r0]);
+            for (uint64_t r = r0; r < ra; r++) bad |= row_part(j, r, j->tile_c0, j->tile_c1, &lanes[r - r0]);
+            for (uint64_t r = ra; r < rq; r += 4) bad |= quad_part(j, r, j->tile_c0, j->tile_c1, &lanes[r - r0]);
+            for (uint64_t r = rq; r < r1; r++) bad |= row_part(j, r, j->tile_c0, j->tile_c1, &lanes[r - r0]);
         }
-        if (j->tile_k < j->k)
-            for (uint64_t r = r0; r < r1; r++) bad |= row_part(j, r, j->tile_k, j->k, &lanes[r - r0]);
+        if (j->tile_c1 < j->k)
+            for (uint64_t r = r0; r < r1; r++) bad |= row_part(j, r, j->tile_c1, j->k, &lanes[r - r0]);
         if (bad) {
             uint64_t cnt = feather_count_nonfinite(j->dt, j->w + r0 * j->k * j->esz, (size_t)((r1 - r0) * j->k));
             atomic_fetch_add(&j->nonfinite, cnt);
@@ -232,14 +234,24 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
     j.tile = feather_tile_kernel(simd, dtype, opts->format, 0);
     j.tile_unit = feather_tile_kernel(simd, dtype, opts->format, 1);
     /* 4-row kernels take 64 columns per step and one scale per run */
-    j.tile_k = opts->mode == FEATHER_SCALE_BLOCK && group % 64 ? 0 : k / 64 * 64;
+    j.tile_c1 = opts->mode == FEATHER_SCALE_BLOCK && group % 64 ? 0 : k / 64 * 64;
     /* Streaming stores need whole aligned lines and are only worth it for outputs that leave
      * the cache; statistics read the codes straight back, so they keep them cached. */
-    j.nt = simd >= FEATHER_SIMD_AVX2 && !stats && nk >= FEATHER_STREAM_MIN &&
-           (packed ? n % 4 == 0 && (uintptr_t)q % 16 == 0 : k % 64 == 0 && (uintptr_t)q % 64 == 0);
-    /* A packed line holds rows r … r+3 of one slab; with q at 16 (mod 64) the aligned lines
-     * start at rows 3, 7, …: shift the grouping of rows by that phase. */
-    if (j.nt && packed) j.phase = (64 - (uintptr_t)q % 64) % 64 / 16;
+    uintptr_t mis = (uintptr_t)q % 64;
+    j.nt = simd >= FEATHER_SIMD_AVX2 && !stats && nk >= FEATHER_STREAM_MIN && mis % 16 == 0 &&
+           (packed ? n % 4 == 0 : k % 64 == 0 && (mis == 0 || opts->mode != FEATHER_SCALE_BLOCK));
+    if (j.nt && mis) {
+        if (packed) {
+            /* A packed line holds rows r … r+3 of one slab; with q at 16 (mod 64) the aligned
+             * lines start at rows 3, 7, …: shift the grouping of rows by that phase. */
+            j.phase = (64 - mis) / 16;
+        } else {
+            /* Every plain row has q's alignment (K % 64 == 0): start the 64-column steps at the
+             * first aligned column (one scale per row here, so runs need not meet groups). */
+            j.tile_c0 = 64 - mis;
+            j.tile_c1 = j.tile_c0 + (k - j.tile_c0) / 64 * 64;
+        }
+    }
     if (stats) {
         j.stats = feather_stats_kernel(simd, dtype);
         j.rows = malloc(n * sizeof *j.rows);

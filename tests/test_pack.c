@@ -410,8 +410,12 @@ TEST(pack_quantize_large_streaming) {
                 int off = offs[oi];
                 REQUIRE(feather_quantize_with(ctx, &o, FEATHER_F16, w, n, k, &s, 1, packed + off, NULL, NULL) == FEATHER_OK);
                 feather_unpack(packed + off, n, k, re);
-                if (memcmp(re, plain, n * k)) test_fail(__FILE__, __LINE__, "%s scale %g offset %d",
+                if (memcmp(re, plain, n * k)) test_fail(__FILE__, __LINE__, "%s scale %g packed offset %d",
                                                         feather_simd_name((feather_simd)lv), (double)s, off);
+                /* plain output at the same offset (the row-start phase of its whole lines) */
+                REQUIRE(feather_quantize_with(ctx, &o, FEATHER_F16, w, n, k, &s, 0, packed + off, NULL, NULL) == FEATHER_OK);
+                if (memcmp(packed + off, plain, n * k)) test_fail(__FILE__, __LINE__, "%s scale %g plain offset %d",
+                                                                  feather_simd_name((feather_simd)lv), (double)s, off);
             }
         }
     }
