@@ -136,3 +136,11 @@ bench: $(BUILD)/bench/copy_bench
 $(BUILD)/bench/copy_bench: bench/copy_bench.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+# ---- fp8 codec and packing: internal kernel headers, bench/quant_bench.c ----
+$(BUILD)/obj/fp8.o $(BUILD)/obj/fp8_avx2.o $(BUILD)/obj/fp8_avx512.o $(BUILD)/obj/quantize_with.o \
+$(BUILD)/obj/pack.o $(BUILD)/obj/tests/test_fp8.o $(BUILD)/obj/tests/test_pack.o: src/quant_kernels.h
+$(BUILD)/obj/pack.o $(BUILD)/obj/pack_avx2.o: src/pack_kernels.h
+$(BUILD)/bench/quant_bench: bench/quant_bench.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+bench: $(BUILD)/bench/quant_bench

@@ -14,16 +14,18 @@
 #ifndef FEATHER_FP8_H
 #define FEATHER_FP8_H
 
+/* Declared before feather.h is included: feather.h ends by including quant.h, which needs it
+ * (so including this header first works too). */
+typedef enum feather_fp8 {
+    FEATHER_FP8_E5M2 = 0,   /* 1-5-2, bias 15, the high byte of an fp16 */
+    FEATHER_FP8_E4M3FN = 1  /* 1-4-3, bias 7, no Inf, 0x7F/0xFF NaN */
+} feather_fp8;
+
 #include "feather/feather.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum feather_fp8 {
-    FEATHER_FP8_E5M2 = 0,   /* 1-5-2, bias 15, the high byte of an fp16 */
-    FEATHER_FP8_E4M3FN = 1  /* 1-4-3, bias 7, no Inf, 0x7F/0xFF NaN */
-} feather_fp8;
 
 #define FEATHER_E5M2_MAX 57344.0f
 #define FEATHER_E4M3FN_MAX 448.0f

@@ -63,8 +63,8 @@ uint64_t feather_scale_count(const feather_quant_options *opts, uint64_t n, uint
 typedef struct feather_quant_stats {
     uint64_t nonfinite;   /* NaN/Inf values seen (and mapped when allowed) */
     double sum_sq;        /* Σ w² over finite weights */
-    double err_sq;        /* Σ (w − s·q)² */
-    double max_abs_err;   /* max |w − s·q| */
+    double err_sq;        /* Σ (w − s·q)² over finite weights */
+    double max_abs_err;   /* max |w − s·q| over finite weights */
 } feather_quant_stats;
 
 /* Chooses the scales of W (dtype F16, BF16 or F32) without quantising. */
@@ -79,17 +79,26 @@ feather_status feather_quantize(feather_ctx *ctx, const feather_quant_options *o
                                 int packed, uint8_t *q, float *scales,
                                 feather_quant_stats *stats, feather_error *err);
 
-/* Casts with given scales (no search): what feather_quantize does after choosing them. */
+/* Casts with given scales (no search): what feather_quantize does after choosing them.
+ * scales: as for feather_scale_count (none/absmax/tensor use scales[0], NULL for none means
+ * s = 1; channel scales[n]; block scales[n·K/G + k/G]); each must be positive and finite.
+ * Every code is q = fp8(f32(w) · (1/s)) with 1/s rounded once to f32. NaN/±Inf weights make
+ * it fail with FEATHER_E_INVALID unless opts->allow_nonfinite (then NaN → 0, ±Inf → ±max and
+ * stats->nonfinite counts them); on any failure the contents of q are unspecified.
+ * Speed: large outputs are written with streaming stores when q is 16-byte aligned (packed,
+ * N % 4 == 0) or 64-byte aligned (plain, K % 64 == 0). Statistics are deterministic: the same
+ * for any thread count, SIMD level and layout. */
 feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_options *opts,
                                      feather_dtype dtype, const void *w, uint64_t n, uint64_t k,
                                      const float *scales, int packed, uint8_t *q,
                                      feather_quant_stats *stats, feather_error *err);
 
-/* Layout conversions of N·K bytes; K % 16 == 0. */
+/* Layout conversions of N·K bytes; K % 16 == 0. Single-threaded. */
 void feather_pack(const uint8_t *plain, uint64_t n, uint64_t k, uint8_t *packed);
 void feather_unpack(const uint8_t *packed, uint64_t n, uint64_t k, uint8_t *plain);
 
-/* Dequantises to f32 (N, K) row-major from plain or packed Q. */
+/* Dequantises to f32 (N, K) row-major from plain or packed Q: out = f32(q) · s (one f32
+ * multiply), s chosen by mode as for feather_quantize_with (scales may be NULL: s = 1). */
 void feather_dequantize(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode,
                         unsigned group, const float *scales, uint64_t n, uint64_t k, float *out);
 
