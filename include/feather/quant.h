@@ -40,6 +40,8 @@ feather_status feather_scale_parse(const char *s, feather_scale_mode *mode, unsi
 const char *feather_scale_format(feather_scale_mode mode, unsigned group, char *buf, size_t len);
 
 #define FEATHER_DEFAULT_GRID 0 /* 0 in options = the documented default grid */
+#define FEATHER_GRID_DEFAULT_SIZE 16 /* candidates of the default grid */
+#define FEATHER_GRID_MAX 256         /* largest grid accepted */
 
 typedef struct feather_quant_options {
     feather_fp8 format;
