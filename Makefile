@@ -101,3 +101,13 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/man/man1/feather-*.1 $(DESTDIR)$(PREFIX)/share/man/man5/feather.5
 	rm -rf $(DESTDIR)$(PREFIX)/include/feather
 
+
+# ---- bench: scale search (speed and quantisation quality; not run by make check) ----
+SCALE_BENCH := $(BUILD)/bench/scale_bench $(BUILD)/bench/quality_bench
+bench: $(SCALE_BENCH)
+$(SCALE_BENCH): $(BUILD)/bench/%: bench/%.c $(LIB) $(wildcard include/feather/*.h) src/scale_internal.h
+	@mkdir -p $(BUILD)/bench
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+# the scale kernels and their tests share an internal header
+$(BUILD)/obj/scale.o $(BUILD)/obj/scale_avx2.o $(BUILD)/obj/scale_avx512.o \
+$(BUILD)/obj/tests/test_scale.o: src/scale_internal.h

@@ -97,8 +97,8 @@ uint64_t feather_scale_count(const feather_quant_options *o, uint64_t n, uint64_
 /* ---------------------------------------------------------------- scalar kernels ---- */
 
 void feather_scale_prep_scalar(feather_dtype dt, const void *src, size_t len, float *a,
-                               float *amax, uint64_t *nonfinite) {
-    float m = 0;
+                               float *amax, float *amin, uint64_t *nonfinite) {
+    float m = 0, mn = __builtin_inff();
     uint64_t nf = 0;
     for (size_t i = 0; i < len; i++) {
         uint32_t u;
@@ -119,9 +119,11 @@ void feather_scale_prep_scalar(feather_dtype dt, const void *src, size_t len, fl
         memcpy(&f, &u, 4);
         a[i] = f;
         if (f > m) m = f;
+        if (f > 0 && f < mn) mn = f;
     }
     for (size_t i = len; i % 16; i++) a[i] = 0;
     *amax = m;
+    *amin = mn;
     *nonfinite += nf;
 }
 
@@ -132,11 +134,15 @@ void feather_scale_cands_scalar(float s_abs, const float *r, unsigned n, float *
     }
 }
 
+/* The reference: always the complete rounding (clamps only allow the SIMD kernels to skip
+ * steps that cannot change the result). */
 void feather_scale_errors_scalar(const float *a, const float *imp, size_t len, const float *s,
-                                 const float *inv, unsigned n, scale_fmt f, float *acc,
-                                 float *tot) {
+                                 const float *inv, unsigned n, scale_fmt f, int clamps,
+                                 float *acc, float *tot) {
+    (void)clamps;
     for (unsigned j = 0; j < n; j++) {
-        float *l = acc + 16 * (size_t)j;
+        float zero[16] = {0};
+        float *l = acc ? acc + 16 * (size_t)j : zero;
         for (size_t k = 0; k < len; k++) {
             float v = feather_scale_round(a[k] * inv[j], f);
             float p = s[j] * v;
@@ -185,8 +191,12 @@ static const char *name_prefix(const feather_quant_options *o, char *buf, size_t
 /* Picks the candidate of least error; ties (and NaN totals) keep the earlier one. */
 static unsigned argmin_f(const float *t, unsigned n) {
     unsigned b = 0;
-    for (unsigned j = 1; j < n; j++)
-        if (t[j] < t[b]) b = j;
+    float bv = t[0];
+    for (unsigned j = 1; j < n; j++) { /* branch-free: which candidate wins is unpredictable */
+        int better = t[j] < bv;
+        b = better ? j : b;
+        bv = better ? t[j] : bv;
+    }
     return b;
 }
 static unsigned argmin_d(const double *t, unsigned n) {
@@ -205,21 +215,45 @@ static float absmax_scale(float amax, scale_fmt f) {
 
 #define CHUNK 4096 /* elements per error-kernel call: a chunk of |w| stays in L1 */
 
+/* Indices of the smallest and largest ratio: their inverse scales are the largest and the
+ * smallest (1/(s·r) is monotonic in r under rounding), the extremes scale_clamps needs. */
+static void ratio_extremes(const float *r, unsigned nr, unsigned *jhi, unsigned *jlo) {
+    unsigned a = 0, b = 0;
+    for (unsigned j = 1; j < nr; j++) {
+        if (r[j] < r[a]) a = j;
+        if (r[j] > r[b]) b = j;
+    }
+    *jhi = a;
+    *jlo = b;
+}
+
+/* Error totals of the candidates s/inv over |w| in a[0 .. padded) into tot. */
+static void group_errors(const scale_kernels *kn, scale_fmt f, const float *a, size_t padded,
+                         const float *imp, const float *s, const float *inv, unsigned nr,
+                         int clamps, float *acc, float *tot) {
+    if (padded <= CHUNK) {
+        kn->errors(a, imp, padded, s, inv, nr, f, clamps, NULL, tot);
+        return;
+    }
+    memset(acc, 0, sizeof(float) * 16 * nr);
+    for (size_t c = 0; c < padded; c += CHUNK) {
+        size_t m = padded - c < CHUNK ? padded - c : CHUNK;
+        kn->errors(a + c, imp ? imp + c : NULL, m, s, inv, nr, f, clamps, acc,
+                   c + m == padded ? tot : NULL);
+    }
+}
+
 /* Searches one group whose |w| is in a[0 .. len) (zero-padded to a multiple of 16). */
 static float search_group(const scale_kernels *kn, scale_fmt f, const float *a, size_t len,
-                          const float *imp, float amax, const float *r, unsigned nr, float *s,
-                          float *inv, float *acc, float *tot) {
+                          const float *imp, float amax, float amin, const float *r, unsigned nr,
+                          unsigned jhi, unsigned jlo, float *s, float *inv, float *acc,
+                          float *tot) {
     float sa = absmax_scale(amax, f);
     if (sa == 0) return 1.0f;
     if (nr == 1) return sa;
     kn->cands(sa, r, nr, s, inv);
-    memset(acc, 0, sizeof(float) * 16 * nr);
-    size_t padded = (len + 15) & ~(size_t)15;
-    for (size_t c = 0; c < padded; c += CHUNK) {
-        size_t m = padded - c < CHUNK ? padded - c : CHUNK;
-        kn->errors(a + c, imp ? imp + c : NULL, m, s, inv, nr, f, acc,
-                   c + m == padded ? tot : NULL);
-    }
+    int clamps = scale_clamps(amax, amin, inv[jlo], inv[jhi], f);
+    group_errors(kn, f, a, (len + 15) & ~(size_t)15, imp, s, inv, nr, clamps, acc, tot);
     return s[argmin_f(tot, nr)];
 }
 
@@ -237,7 +271,7 @@ typedef struct row_job {
     uint64_t glen;       /* group length (k for channel and tensor) */
     const float *imp;    /* padded to a multiple of 16, or NULL */
     const float *r;
-    unsigned nr;
+    unsigned nr, jhi, jlo; /* candidates; indices of the smallest and largest ratio */
     int pass;            /* 0: search groups, 1: amax only, 2: row totals of fixed candidates */
     float *scales;       /* pass 0 output, ngroups per row */
     const float *cs, *cinv; /* pass 2: the tensor's candidates */
@@ -252,9 +286,10 @@ typedef struct row_job {
 
 static void row_worker(void *arg, size_t b, size_t e, int w) {
     row_job *j = arg;
-    uint8_t *sc = j->scratch + (size_t)w * j->stride;
-    float *s = (float *)sc, *inv = s + j->nr, *tot = inv + j->nr, *acc = tot + j->nr;
-    float *a = acc + 16 * (size_t)j->nr;
+    /* scratch: s, inv, tot (each rounded up to 16 floats), acc (16 per candidate), |w| */
+    size_t n16 = (j->nr + 15) & ~(size_t)15;
+    float *s = (float *)(j->scratch + (size_t)w * j->stride), *inv = s + n16, *tot = inv + n16;
+    float *acc = tot + n16, *a = acc + 16 * (size_t)j->nr;
     size_t es = dtype_size(j->dt);
     uint64_t ng = j->k / j->glen;
     for (size_t row = b; row < e; row++) {
@@ -264,23 +299,18 @@ static void row_worker(void *arg, size_t b, size_t e, int w) {
         }
         for (uint64_t g = 0; g < ng; g++) {
             const uint8_t *p = j->src + ((uint64_t)row * j->k + g * j->glen) * es;
-            float amax;
-            j->kn.prep(j->dt, p, j->glen, a, &amax, &j->wnf[w]);
+            float amax, amin;
+            j->kn.prep(j->dt, p, j->glen, a, &amax, &amin, &j->wnf[w]);
             if (j->pass == 1) {
                 if (amax > j->wmax[w]) j->wmax[w] = amax;
             } else if (j->pass == 2) {
-                float *rt = j->rowtot + (size_t)row * j->nr;
-                size_t padded = (j->glen + 15) & ~(size_t)15;
-                memset(acc, 0, sizeof(float) * 16 * j->nr);
-                for (size_t c = 0; c < padded; c += CHUNK) {
-                    size_t m = padded - c < CHUNK ? padded - c : CHUNK;
-                    j->kn.errors(a + c, j->imp ? j->imp + c : NULL, m, j->cs, j->cinv, j->nr, j->f,
-                                 acc, c + m == padded ? rt : NULL);
-                }
+                int clamps = scale_clamps(amax, amin, j->cinv[j->jlo], j->cinv[j->jhi], j->f);
+                group_errors(&j->kn, j->f, a, (j->glen + 15) & ~(size_t)15, j->imp, j->cs,
+                             j->cinv, j->nr, clamps, acc, j->rowtot + (size_t)row * j->nr);
             } else {
-                j->scales[(uint64_t)row * ng + g] =
-                    search_group(&j->kn, j->f, a, j->glen, j->imp ? j->imp + g * j->glen : NULL,
-                                 amax, j->r, j->nr, s, inv, acc, tot);
+                j->scales[(uint64_t)row * ng + g] = search_group(
+                    &j->kn, j->f, a, j->glen, j->imp ? j->imp + g * j->glen : NULL, amax, amin,
+                    j->r, j->nr, j->jhi, j->jlo, s, inv, acc, tot);
             }
         }
     }
@@ -566,6 +596,7 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
     j.glen = oo.mode == FEATHER_SCALE_BLOCK ? oo.group : k;
     j.r = r;
     j.nr = nr;
+    ratio_extremes(r, nr, &j.jhi, &j.jlo);
     j.scales = scales;
     atomic_init(&j.cancelled, 0);
     size_t padded = (size_t)((j.glen + 15) & ~(uint64_t)15);
@@ -577,7 +608,8 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
         memcpy(imp, o->importance, sizeof *imp * (size_t)k);
         j.imp = imp;
     }
-    j.stride = (sizeof(float) * (19 * (size_t)nr + padded) + 63) & ~(size_t)63;
+    j.stride = sizeof(float) * (3 * (((size_t)nr + 15) & ~(size_t)15) + 16 * (size_t)nr + padded);
+    j.stride = (j.stride + 63) & ~(size_t)63;
     j.scratch = aligned_alloc(64, j.stride * (size_t)nt);
     j.wmax = calloc((size_t)nt, sizeof *j.wmax);
     j.wnf = calloc((size_t)nt, sizeof *j.wnf);
@@ -637,7 +669,6 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
         j.cs = cs;
         j.cinv = ci;
         j.rowtot = rowtot;
-        j.wnf[0] = 0;
         feather_parallel_for(ctx, (size_t)n, grain, row_worker, &j);
         if (atomic_load(&j.cancelled)) {
             st = feather_fail(err, FEATHER_E_CANCELLED, "%scancelled", pre);

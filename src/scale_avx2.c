@@ -32,29 +32,38 @@ static inline __m256 load8(feather_dtype dt, const void *src, size_t i, uint64_t
 }
 
 void feather_scale_prep_avx2(feather_dtype dt, const void *src, size_t len, float *a,
-                             float *amax, uint64_t *nonfinite) {
-    __m256 m = _mm256_setzero_ps();
+                             float *amax, float *amin, uint64_t *nonfinite) {
+    const __m256 inf = _mm256_set1_ps(__builtin_inff()), zero = _mm256_setzero_ps();
+    __m256 m = zero, mn = inf;
     uint64_t nf = 0;
     size_t i = 0;
     for (; i + 8 <= len; i += 8) {
         __m256 v = load8(dt, src, i, &nf);
         _mm256_storeu_ps(a + i, v);
         m = _mm256_max_ps(m, v);
+        /* zeros do not count for the smallest magnitude */
+        mn = _mm256_min_ps(mn, _mm256_blendv_ps(inf, v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ)));
     }
-    float mm[8];
+    float mm[8], nn[8];
     _mm256_storeu_ps(mm, m);
-    float r = 0;
-    for (int l = 0; l < 8; l++) r = mm[l] > r ? mm[l] : r;
+    _mm256_storeu_ps(nn, mn);
+    float r = 0, rn = __builtin_inff();
+    for (int l = 0; l < 8; l++) {
+        r = mm[l] > r ? mm[l] : r;
+        rn = nn[l] < rn ? nn[l] : rn;
+    }
     if (i < len) { /* the last few elements */
-        float t[16], tm;
+        float t[16], tm, tn;
         feather_scale_prep_scalar(dt, (const uint8_t *)src + i * (dt == FEATHER_F32 ? 4 : 2),
-                                  len - i, t, &tm, &nf);
+                                  len - i, t, &tm, &tn, &nf);
         memcpy(a + i, t, sizeof(float) * (len - i));
         r = tm > r ? tm : r;
+        rn = tn < rn ? tn : rn;
         i = len;
     }
     for (; i % 16; i++) a[i] = 0; /* padding */
     *amax = r;
+    *amin = rn;
     *nonfinite += nf;
 }
 
@@ -78,31 +87,36 @@ static inline float tree16(__m256 lo, __m256 hi) {
     return _mm_cvtss_f32(d);
 }
 
+/* One step: acc += (w − s·round(w·inv))² [· imp], every operation rounded in f32. The floor
+ * and the saturation of the rounding are compiled in only where they can matter. */
 #define STEP(acc, w, iw, s, inv)                                                            \
     do {                                                                                    \
         __m256 x_ = _mm256_mul_ps(w, inv);                                                  \
         __m256i e_ = _mm256_and_si256(_mm256_castps_si256(x_), expm);                       \
-        e_ = _mm256_add_epi32(_mm256_max_epu32(e_, emin), off);                             \
-        __m256 m_ = _mm256_castsi256_ps(e_);                                                \
-        __m256 v_ = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(x_, m_), m_), mx);            \
+        if (low) e_ = _mm256_max_epu32(e_, emin);                                           \
+        __m256 m_ = _mm256_castsi256_ps(_mm256_add_epi32(e_, off));                         \
+        __m256 v_ = _mm256_sub_ps(_mm256_add_ps(x_, m_), m_);                               \
+        if (high) v_ = _mm256_min_ps(v_, mx);                                               \
         __m256 d_ = _mm256_sub_ps(w, _mm256_mul_ps(s, v_));                                 \
         __m256 q_ = _mm256_mul_ps(d_, d_);                                                  \
         if (use_imp) q_ = _mm256_mul_ps(q_, iw);                                            \
         acc = _mm256_add_ps(acc, q_);                                                       \
     } while (0)
 
+#define LOADACC(off8) (acc ? _mm256_loadu_ps(acc + (off8)) : _mm256_setzero_ps())
+
 static inline __attribute__((always_inline)) void
 errors(const float *a, const float *imp, size_t len, const float *s, const float *inv,
-       unsigned n, scale_fmt f, float *acc, float *tot, const int use_imp) {
+       unsigned n, scale_fmt f, float *acc, float *tot, const int use_imp, const int low,
+       const int high) {
     const __m256i expm = _mm256_set1_epi32(0x7f800000), emin = _mm256_set1_epi32((int)f.emin),
                   off = _mm256_set1_epi32((int)f.off);
     const __m256 mx = _mm256_set1_ps(f.max);
     unsigned j = 0;
     /* two candidates at a time (four accumulators): as many as 16 registers allow */
     for (; j + 2 <= n; j += 2) {
-        float *c0 = acc + 16 * j, *c1 = c0 + 16;
-        __m256 l0 = _mm256_loadu_ps(c0), h0 = _mm256_loadu_ps(c0 + 8);
-        __m256 l1 = _mm256_loadu_ps(c1), h1 = _mm256_loadu_ps(c1 + 8);
+        size_t c0 = 16 * (size_t)j, c1 = c0 + 16;
+        __m256 l0 = LOADACC(c0), h0 = LOADACC(c0 + 8), l1 = LOADACC(c1), h1 = LOADACC(c1 + 8);
         __m256 s0 = _mm256_set1_ps(s[j]), s1 = _mm256_set1_ps(s[j + 1]);
         __m256 i0 = _mm256_set1_ps(inv[j]), i1 = _mm256_set1_ps(inv[j + 1]);
         for (size_t k = 0; k < len; k += 16) {
@@ -114,18 +128,20 @@ errors(const float *a, const float *imp, size_t len, const float *s, const float
             STEP(l1, wl, il, s1, i1);
             STEP(h1, wh, ih, s1, i1);
         }
-        _mm256_storeu_ps(c0, l0);
-        _mm256_storeu_ps(c0 + 8, h0);
-        _mm256_storeu_ps(c1, l1);
-        _mm256_storeu_ps(c1 + 8, h1);
+        if (acc) {
+            _mm256_storeu_ps(acc + c0, l0);
+            _mm256_storeu_ps(acc + c0 + 8, h0);
+            _mm256_storeu_ps(acc + c1, l1);
+            _mm256_storeu_ps(acc + c1 + 8, h1);
+        }
         if (tot) {
             tot[j] = tree16(l0, h0);
             tot[j + 1] = tree16(l1, h1);
         }
     }
     for (; j < n; j++) {
-        float *c0 = acc + 16 * j;
-        __m256 l0 = _mm256_loadu_ps(c0), h0 = _mm256_loadu_ps(c0 + 8);
+        size_t c0 = 16 * (size_t)j;
+        __m256 l0 = LOADACC(c0), h0 = LOADACC(c0 + 8);
         __m256 s0 = _mm256_set1_ps(s[j]), i0 = _mm256_set1_ps(inv[j]);
         for (size_t k = 0; k < len; k += 16) {
             __m256 wl = _mm256_loadu_ps(a + k), wh = _mm256_loadu_ps(a + k + 8);
@@ -134,31 +150,52 @@ errors(const float *a, const float *imp, size_t len, const float *s, const float
             STEP(l0, wl, il, s0, i0);
             STEP(h0, wh, ih, s0, i0);
         }
-        _mm256_storeu_ps(c0, l0);
-        _mm256_storeu_ps(c0 + 8, h0);
+        if (acc) {
+            _mm256_storeu_ps(acc + c0, l0);
+            _mm256_storeu_ps(acc + c0 + 8, h0);
+        }
         if (tot) tot[j] = tree16(l0, h0);
     }
 }
 
+#define VARIANT(i, l, h)                                                                    \
+    static void errors_##i##l##h(const float *a, const float *imp, size_t len, const float *s, \
+                                 const float *inv, unsigned n, scale_fmt f, float *acc,     \
+                                 float *tot) {                                              \
+        errors(a, imp, len, s, inv, n, f, acc, tot, i, l, h);                               \
+    }
+VARIANT(0, 0, 0)
+VARIANT(0, 0, 1)
+VARIANT(0, 1, 0)
+VARIANT(0, 1, 1)
+VARIANT(1, 0, 0)
+VARIANT(1, 0, 1)
+VARIANT(1, 1, 0)
+VARIANT(1, 1, 1)
+
 void feather_scale_errors_avx2(const float *a, const float *imp, size_t len, const float *s,
-                               const float *inv, unsigned n, scale_fmt f, float *acc,
-                               float *tot) {
-    if (imp) errors(a, imp, len, s, inv, n, f, acc, tot, 1);
-    else errors(a, NULL, len, s, inv, n, f, acc, tot, 0);
+                               const float *inv, unsigned n, scale_fmt f, int clamps,
+                               float *acc, float *tot) {
+    typedef void (*fn)(const float *, const float *, size_t, const float *, const float *,
+                       unsigned, scale_fmt, float *, float *);
+    static const fn v[8] = {errors_000, errors_001, errors_010, errors_011,
+                            errors_100, errors_101, errors_110, errors_111};
+    int low = (clamps & SCALE_CLAMP_LOW) != 0, high = (clamps & SCALE_CLAMP_HIGH) != 0;
+    v[(imp ? 4 : 0) + low * 2 + high](a, imp, len, s, inv, n, f, acc, tot);
 }
 
 #else
 /* Not an x86 build with AVX2: the scalar kernels stand in (never selected at run time). */
 void feather_scale_prep_avx2(feather_dtype dt, const void *src, size_t len, float *a,
-                             float *amax, uint64_t *nonfinite) {
-    feather_scale_prep_scalar(dt, src, len, a, amax, nonfinite);
+                             float *amax, float *amin, uint64_t *nonfinite) {
+    feather_scale_prep_scalar(dt, src, len, a, amax, amin, nonfinite);
 }
 void feather_scale_cands_avx2(float s_abs, const float *r, unsigned n, float *s, float *inv) {
     feather_scale_cands_scalar(s_abs, r, n, s, inv);
 }
 void feather_scale_errors_avx2(const float *a, const float *imp, size_t len, const float *s,
-                               const float *inv, unsigned n, scale_fmt f, float *acc,
-                               float *tot) {
-    feather_scale_errors_scalar(a, imp, len, s, inv, n, f, acc, tot);
+                               const float *inv, unsigned n, scale_fmt f, int clamps,
+                               float *acc, float *tot) {
+    feather_scale_errors_scalar(a, imp, len, s, inv, n, f, clamps, acc, tot);
 }
 #endif

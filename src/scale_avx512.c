@@ -32,16 +32,18 @@ static inline __m512 load16(feather_dtype dt, const void *src, size_t i, unsigne
 }
 
 void feather_scale_prep_avx512(feather_dtype dt, const void *src, size_t len, float *a,
-                               float *amax, uint64_t *nonfinite) {
-    __m512 m = _mm512_setzero_ps();
+                               float *amax, float *amin, uint64_t *nonfinite) {
+    __m512 m = _mm512_setzero_ps(), mn = _mm512_set1_ps(__builtin_inff());
     uint64_t nf = 0;
     for (size_t i = 0; i < len; i += 16) {
         size_t rest = len - i;
         __m512 v = load16(dt, src, i, rest >= 16 ? 16 : (unsigned)rest, &nf);
         _mm512_storeu_ps(a + i, v); /* the zeros past len are the padding */
         m = _mm512_max_ps(m, v);
+        mn = _mm512_mask_min_ps(mn, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), mn, v);
     }
     *amax = _mm512_reduce_max_ps(m);
+    *amin = _mm512_reduce_min_ps(mn);
     *nonfinite += nf;
 }
 
@@ -56,8 +58,8 @@ void feather_scale_cands_avx512(float s_abs, const float *r, unsigned n, float *
     }
 }
 
-/* The combination tree of quant.h: (l, l+8), then (l, l+4), (l, l+2), (0, 1). */
-static inline float tree16(__m512 v) {
+/* The combination tree of quant.h, (l, l+8), (l, l+4), (l, l+2), (0, 1), for one register. */
+static inline float tree1(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -66,32 +68,54 @@ static inline float tree16(__m512 v) {
     return _mm_cvtss_f32(d);
 }
 
-/* One step: acc += (w − s·round(w·inv))² [· imp], every operation rounded in f32. */
+/* The same tree for four registers at once (same additions, same operands): the 128-bit
+ * quarters are regrouped so that every add instruction serves all four. */
+static inline void tree4(__m512 v0, __m512 v1, __m512 v2, __m512 v3, float *out) {
+    /* (l, l+8): quarters 0,1 + quarters 2,3 of each, two candidates per register */
+    __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, 0x44), _mm512_shuffle_f32x4(v0, v1, 0xee));
+    __m512 t23 = _mm512_add_ps(_mm512_shuffle_f32x4(v2, v3, 0x44), _mm512_shuffle_f32x4(v2, v3, 0xee));
+    /* (l, l+4): quarter 0 + quarter 1 of each half; one candidate per quarter */
+    __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, 0x88), _mm512_shuffle_f32x4(t01, t23, 0xdd));
+    /* (l, l+2) and (0, 1) inside each quarter */
+    __m512 c = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4e));
+    __m512 d = _mm512_add_ps(c, _mm512_permute_ps(c, 0xb1));
+    /* lane 0 of each quarter */
+    __m128 r = _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), d));
+    _mm_storeu_ps(out, r);
+}
+
+/* One step: acc += (w − s·round(w·inv))² [· imp], every operation rounded in f32. The floor
+ * and the saturation of the rounding are compiled in only where they can matter. */
 #define STEP(acc, s, inv)                                                                   \
     do {                                                                                    \
         __m512 x_ = _mm512_mul_ps(w, inv);                                                  \
         __m512i e_ = _mm512_and_si512(_mm512_castps_si512(x_), expm);                       \
-        e_ = _mm512_add_epi32(_mm512_max_epu32(e_, emin), off);                             \
-        __m512 m_ = _mm512_castsi512_ps(e_);                                                \
-        __m512 v_ = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(x_, m_), m_), mx);            \
+        if (low) e_ = _mm512_max_epu32(e_, emin);                                           \
+        __m512 m_ = _mm512_castsi512_ps(_mm512_add_epi32(e_, off));                         \
+        __m512 v_ = _mm512_sub_ps(_mm512_add_ps(x_, m_), m_);                               \
+        if (high) v_ = _mm512_min_ps(v_, mx);                                               \
         __m512 d_ = _mm512_sub_ps(w, _mm512_mul_ps(s, v_));                                 \
         __m512 q_ = _mm512_mul_ps(d_, d_);                                                  \
-        if (use_imp) q_ = _mm512_mul_ps(q_, iw);                                                \
+        if (use_imp) q_ = _mm512_mul_ps(q_, iw);                                            \
         acc = _mm512_add_ps(acc, q_);                                                       \
     } while (0)
 
-/* Written once, instantiated with and without importance weights (use_imp is a constant). */
+#define LOADACC(r, j) (acc ? _mm512_loadu_ps(acc + 16 * (j)) : _mm512_setzero_ps())
+
+/* Written once, instantiated for each combination of the constant flags. */
 static inline __attribute__((always_inline)) void
 errors(const float *a, const float *imp, size_t len, const float *s, const float *inv,
-       unsigned n, scale_fmt f, float *acc, float *tot, const int use_imp) {
+       unsigned n, scale_fmt f, float *acc, float *tot, const int use_imp, const int low,
+       const int high) {
     const __m512i expm = _mm512_set1_epi32(0x7f800000), emin = _mm512_set1_epi32((int)f.emin),
                   off = _mm512_set1_epi32((int)f.off);
     const __m512 mx = _mm512_set1_ps(f.max);
     unsigned j = 0;
     /* four candidates at a time: independent accumulators hide the add latency */
     for (; j + 4 <= n; j += 4) {
-        __m512 a0 = _mm512_loadu_ps(acc + 16 * j), a1 = _mm512_loadu_ps(acc + 16 * j + 16),
-               a2 = _mm512_loadu_ps(acc + 16 * j + 32), a3 = _mm512_loadu_ps(acc + 16 * j + 48);
+        __m512 a0 = LOADACC(a0, j), a1 = LOADACC(a1, j + 1), a2 = LOADACC(a2, j + 2),
+               a3 = LOADACC(a3, j + 3);
         __m512 s0 = _mm512_set1_ps(s[j]), s1 = _mm512_set1_ps(s[j + 1]),
                s2 = _mm512_set1_ps(s[j + 2]), s3 = _mm512_set1_ps(s[j + 3]);
         __m512 i0 = _mm512_set1_ps(inv[j]), i1 = _mm512_set1_ps(inv[j + 1]),
@@ -104,49 +128,65 @@ errors(const float *a, const float *imp, size_t len, const float *s, const float
             STEP(a2, s2, i2);
             STEP(a3, s3, i3);
         }
-        _mm512_storeu_ps(acc + 16 * j, a0);
-        _mm512_storeu_ps(acc + 16 * j + 16, a1);
-        _mm512_storeu_ps(acc + 16 * j + 32, a2);
-        _mm512_storeu_ps(acc + 16 * j + 48, a3);
-        if (tot) {
-            tot[j] = tree16(a0);
-            tot[j + 1] = tree16(a1);
-            tot[j + 2] = tree16(a2);
-            tot[j + 3] = tree16(a3);
+        if (acc) {
+            _mm512_storeu_ps(acc + 16 * j, a0);
+            _mm512_storeu_ps(acc + 16 * j + 16, a1);
+            _mm512_storeu_ps(acc + 16 * j + 32, a2);
+            _mm512_storeu_ps(acc + 16 * j + 48, a3);
         }
+        if (tot) tree4(a0, a1, a2, a3, tot + j);
     }
     for (; j < n; j++) {
-        __m512 a0 = _mm512_loadu_ps(acc + 16 * j);
+        __m512 a0 = LOADACC(a0, j);
         __m512 s0 = _mm512_set1_ps(s[j]), i0 = _mm512_set1_ps(inv[j]);
         for (size_t k = 0; k < len; k += 16) {
             __m512 w = _mm512_loadu_ps(a + k);
             __m512 iw = use_imp ? _mm512_loadu_ps(imp + k) : w;
             STEP(a0, s0, i0);
         }
-        _mm512_storeu_ps(acc + 16 * j, a0);
-        if (tot) tot[j] = tree16(a0);
+        if (acc) _mm512_storeu_ps(acc + 16 * j, a0);
+        if (tot) tot[j] = tree1(a0);
     }
 }
 
+#define VARIANT(i, l, h)                                                                    \
+    static void errors_##i##l##h(const float *a, const float *imp, size_t len, const float *s, \
+                                 const float *inv, unsigned n, scale_fmt f, float *acc,     \
+                                 float *tot) {                                              \
+        errors(a, imp, len, s, inv, n, f, acc, tot, i, l, h);                               \
+    }
+VARIANT(0, 0, 0)
+VARIANT(0, 0, 1)
+VARIANT(0, 1, 0)
+VARIANT(0, 1, 1)
+VARIANT(1, 0, 0)
+VARIANT(1, 0, 1)
+VARIANT(1, 1, 0)
+VARIANT(1, 1, 1)
+
 void feather_scale_errors_avx512(const float *a, const float *imp, size_t len, const float *s,
-                                 const float *inv, unsigned n, scale_fmt f, float *acc,
-                                 float *tot) {
-    if (imp) errors(a, imp, len, s, inv, n, f, acc, tot, 1);
-    else errors(a, NULL, len, s, inv, n, f, acc, tot, 0);
+                                 const float *inv, unsigned n, scale_fmt f, int clamps,
+                                 float *acc, float *tot) {
+    typedef void (*fn)(const float *, const float *, size_t, const float *, const float *,
+                       unsigned, scale_fmt, float *, float *);
+    static const fn v[8] = {errors_000, errors_001, errors_010, errors_011,
+                            errors_100, errors_101, errors_110, errors_111};
+    int low = (clamps & SCALE_CLAMP_LOW) != 0, high = (clamps & SCALE_CLAMP_HIGH) != 0;
+    v[(imp ? 4 : 0) + low * 2 + high](a, imp, len, s, inv, n, f, acc, tot);
 }
 
 #else
 /* Not an x86 build with AVX-512: the scalar kernels stand in (never selected at run time). */
 void feather_scale_prep_avx512(feather_dtype dt, const void *src, size_t len, float *a,
-                               float *amax, uint64_t *nonfinite) {
-    feather_scale_prep_scalar(dt, src, len, a, amax, nonfinite);
+                               float *amax, float *amin, uint64_t *nonfinite) {
+    feather_scale_prep_scalar(dt, src, len, a, amax, amin, nonfinite);
 }
 void feather_scale_cands_avx512(float s_abs, const float *r, unsigned n, float *s, float *inv) {
     feather_scale_cands_scalar(s_abs, r, n, s, inv);
 }
 void feather_scale_errors_avx512(const float *a, const float *imp, size_t len, const float *s,
-                                 const float *inv, unsigned n, scale_fmt f, float *acc,
-                                 float *tot) {
-    feather_scale_errors_scalar(a, imp, len, s, inv, n, f, acc, tot);
+                                 const float *inv, unsigned n, scale_fmt f, int clamps,
+                                 float *acc, float *tot) {
+    feather_scale_errors_scalar(a, imp, len, s, inv, n, f, clamps, acc, tot);
 }
 #endif

@@ -13,6 +13,8 @@ typedef struct scale_fmt {
     uint32_t emin; /* bits of the smallest normal, 2^-14 (e5m2) or 2^-6 (e4m3fn) */
     uint32_t off;  /* (23 - mantissa bits) << 23 */
     float max;     /* 57344 or 448 */
+    float sat;     /* values below this round to at most max without the saturation: the
+                      midpoint between max and the next value the exponent would have */
 } scale_fmt;
 
 static inline scale_fmt scale_fmt_of(feather_fp8 f) {
@@ -21,10 +23,12 @@ static inline scale_fmt scale_fmt_of(feather_fp8 f) {
         r.emin = 0x38800000u;
         r.off = 21u << 23;
         r.max = FEATHER_E5M2_MAX;
+        r.sat = 61440.0f; /* 1.875 · 2^15 */
     } else {
         r.emin = 0x3c800000u;
         r.off = 20u << 23;
         r.max = FEATHER_E4M3FN_MAX;
+        r.sat = 464.0f; /* 1.8125 · 2^8 */
     }
     return r;
 }
@@ -37,18 +41,40 @@ static inline scale_fmt scale_fmt_of(feather_fp8 f) {
 /* The SIMD-level kernels. All three levels produce identical bits.
  *
  * prep: converts len elements of src (F16/BF16/F32) to |w| as f32, non-finite values → 0,
- *   writes them to a[0 .. len) and zeros up to the next multiple of 16; returns max |w|
- *   (finite) in *amax and adds the number of NaN/Inf seen to *nonfinite.
+ *   writes them to a[0 .. len) and zeros up to the next multiple of 16; returns the largest
+ *   |w| in *amax, the smallest non-zero |w| in *amin (+Inf if none), and adds the number of
+ *   NaN/Inf seen to *nonfinite.
  * cands: s[j] = s_abs * r[j], inv[j] = 1.0f / s[j] (f32, correctly rounded) for j < n.
  * errors: for j < n and k < len (len a multiple of 16), adds e = d·d (· imp[k]) with
- *   d = a[k] − s[j]·round(a[k]·inv[j]) to the lane sum acc[16·j + k % 16] in increasing k;
- *   when tot is not NULL, writes tot[j] = tree(acc[16·j ..]) (quant.h). */
+ *   d = a[k] − s[j]·round(a[k]·inv[j]) to the lane sum acc[16·j + k % 16] in increasing k
+ *   (acc NULL: sums start from 0 and are not stored); when tot is not NULL, writes
+ *   tot[j] = tree(lanes of j) (quant.h).
+ *   'clamps' says which steps of the rounding can matter for this data (SCALE_CLAMP_*); a
+ *   kernel may skip the others, which gives the same bits (see scale_clamps). */
+enum { SCALE_CLAMP_LOW = 1, SCALE_CLAMP_HIGH = 2 };
 typedef void (*scale_prep_fn)(feather_dtype dt, const void *src, size_t len, float *a,
-                              float *amax, uint64_t *nonfinite);
+                              float *amax, float *amin, uint64_t *nonfinite);
 typedef void (*scale_cands_fn)(float s_abs, const float *r, unsigned n, float *s, float *inv);
 typedef void (*scale_errors_fn)(const float *a, const float *imp, size_t len, const float *s,
-                                const float *inv, unsigned n, scale_fmt f, float *acc,
-                                float *tot);
+                                const float *inv, unsigned n, scale_fmt f, int clamps,
+                                float *acc, float *tot);
+
+/* Which clamps of the rounding can change a result, for values in [amin, amax] (plus zeros)
+ * multiplied by inverse scales in [inv_lo, inv_hi]. fl(w·inv) is monotonic in w and in inv,
+ * so checking the extremes covers every element and candidate:
+ *   - the saturation min(·, max) is a no-op when fl(amax·inv_hi) < sat (rounding is
+ *     monotonic, and below sat it gives at most max);
+ *   - the floor max(exponent, emin) is a no-op when fl(amin·inv_lo) is a normal fp8 value
+ *     (>= 2^emin); zeros need no floor: M is then 2^-106 and (0 + M) − M = 0. */
+static inline int scale_clamps(float amax, float amin, float inv_lo, float inv_hi, scale_fmt f) {
+    float lo, hi = amax * inv_hi, mn;
+    int c = 0;
+    __builtin_memcpy(&mn, &f.emin, 4);
+    lo = amin * inv_lo;
+    if (!(hi < f.sat)) c |= SCALE_CLAMP_HIGH;
+    if (!(lo >= mn)) c |= SCALE_CLAMP_LOW;
+    return c;
+}
 
 typedef struct scale_kernels {
     scale_prep_fn prep;
@@ -57,23 +83,23 @@ typedef struct scale_kernels {
 } scale_kernels;
 
 void feather_scale_prep_scalar(feather_dtype dt, const void *src, size_t len, float *a,
-                               float *amax, uint64_t *nonfinite);
+                          float *amax, float *amin, uint64_t *nonfinite);
 void feather_scale_cands_scalar(float s_abs, const float *r, unsigned n, float *s, float *inv);
 void feather_scale_errors_scalar(const float *a, const float *imp, size_t len, const float *s,
-                                 const float *inv, unsigned n, scale_fmt f, float *acc,
-                                 float *tot);
+                            const float *inv, unsigned n, scale_fmt f, int clamps, float *acc,
+                            float *tot);
 void feather_scale_prep_avx2(feather_dtype dt, const void *src, size_t len, float *a,
-                             float *amax, uint64_t *nonfinite);
+                          float *amax, float *amin, uint64_t *nonfinite);
 void feather_scale_cands_avx2(float s_abs, const float *r, unsigned n, float *s, float *inv);
 void feather_scale_errors_avx2(const float *a, const float *imp, size_t len, const float *s,
-                               const float *inv, unsigned n, scale_fmt f, float *acc,
-                               float *tot);
+                            const float *inv, unsigned n, scale_fmt f, int clamps, float *acc,
+                            float *tot);
 void feather_scale_prep_avx512(feather_dtype dt, const void *src, size_t len, float *a,
-                               float *amax, uint64_t *nonfinite);
+                          float *amax, float *amin, uint64_t *nonfinite);
 void feather_scale_cands_avx512(float s_abs, const float *r, unsigned n, float *s, float *inv);
 void feather_scale_errors_avx512(const float *a, const float *imp, size_t len, const float *s,
-                                 const float *inv, unsigned n, scale_fmt f, float *acc,
-                                 float *tot);
+                            const float *inv, unsigned n, scale_fmt f, int clamps, float *acc,
+                            float *tot);
 
 /* Kernels of a SIMD level (scalar when the level is not compiled in). */
 scale_kernels feather_scale_kernels(feather_simd level);

@@ -328,6 +328,8 @@ static int simd_levels(feather_simd *lv) {
     return n;
 }
 
+static int kind_of(size_t i) { return (int)(i % D_KINDS); }
+
 TEST(scale_kernels_identical_across_simd) {
     feather_simd lv[3];
     int nl = simd_levels(lv);
@@ -340,47 +342,64 @@ TEST(scale_kernels_identical_across_simd) {
             for (size_t qi = 0; qi < sizeof lens / sizeof *lens; qi++) {
                 feather_dtype dt = all_dtypes[di];
                 size_t len = lens[qi], pad = (len + 15) & ~(size_t)15;
-                void *w = gen(dt, 1, len, (int)(qi % D_KINDS), 1000 + qi);
+                void *w = gen(dt, 1, len, kind_of(qi), 1000 + qi);
                 if (len > 5) { /* some non-finite values */
                     if (dt == FEATHER_F32) ((float *)w)[3] = INFINITY, ((float *)w)[5] = NAN;
                     else ((uint16_t *)w)[3] = dt == FEATHER_F16 ? 0xfc00 : 0xff80,
                          ((uint16_t *)w)[5] = 0x7fff;
                 }
-                float a1[1024], a2[1024], m1, m2;
+                float a1[1024], a2[1024], m1, m2, n1, n2;
                 uint64_t nf1 = 0, nf2 = 0;
                 memset(a1, 0x55, sizeof a1);
                 memset(a2, 0x55, sizeof a2);
-                ref.prep(dt, w, len, a1, &m1, &nf1);
-                kn.prep(dt, w, len, a2, &m2, &nf2);
-                CHECK(!memcmp(a1, a2, pad * 4) && m1 == m2 && nf1 == nf2);
+                ref.prep(dt, w, len, a1, &m1, &n1, &nf1);
+                kn.prep(dt, w, len, a2, &m2, &n2, &nf2);
+                CHECK(!memcmp(a1, a2, pad * 4) && m1 == m2 && n1 == n2 && nf1 == nf2);
                 CHECK(a1[pad] != 0 && a2[pad] != 0); /* nothing written past the padding */
                 for (int fi = 0; fi < 2; fi++) {
                     feather_fp8 fmt = fi ? FEATHER_FP8_E4M3FN : FEATHER_FP8_E5M2;
                     scale_fmt f = scale_fmt_of(fmt);
-                    for (unsigned nr = 1; nr <= 37; nr += 6) {
-                        float r[64], s1[64], i1[64], s2[64], i2[64], acc1[64 * 16], acc2[64 * 16],
-                            t1[64], t2[64], imp[1024];
-                        for (unsigned j = 0; j < nr; j++) r[j] = 0.25f + 3.7f * (float)j / (float)nr;
-                        for (size_t i = 0; i < pad; i++) imp[i] = (float)rng_unit() * 3;
-                        float sa = m1 > 0 ? m1 / f.max : 1;
-                        ref.cands(sa, r, nr, s1, i1);
-                        kn.cands(sa, r, nr, s2, i2);
-                        CHECK(!memcmp(s1, s2, nr * 4) && !memcmp(i1, i2, nr * 4));
-                        for (int wi = 0; wi < 2; wi++) {
-                            memset(acc1, 0, sizeof acc1);
-                            memset(acc2, 0, sizeof acc2);
-                            /* two calls: accumulation across chunks, totals at the end */
-                            size_t half = (pad / 2) & ~(size_t)15;
-                            ref.errors(a1, wi ? imp : NULL, half, s1, i1, nr, f, acc1, NULL);
-                            kn.errors(a1, wi ? imp : NULL, half, s1, i1, nr, f, acc2, NULL);
-                            ref.errors(a1 + half, wi ? imp + half : NULL, pad - half, s1, i1, nr, f,
-                                       acc1, t1);
-                            kn.errors(a1 + half, wi ? imp + half : NULL, pad - half, s1, i1, nr, f,
-                                      acc2, t2);
-                            CHECK(!memcmp(acc1, acc2, nr * 64));
-                            CHECK(!memcmp(t1, t2, nr * 4));
+                    for (unsigned nr = 1; nr <= 37; nr += 6)
+                        for (int ri = 0; ri < 2; ri++) {
+                            /* ratios in [1/4, 4) (every clamp needed) or the grid's [1, 2) */
+                            float r[64], s1[64], i1[64], s2[64], i2[64], acc1[64 * 16],
+                                acc2[64 * 16], t1[64], t2[64], t3[64], imp[1024];
+                            if (ri) feather_grid_ratios(nr, r);
+                            else
+                                for (unsigned j = 0; j < nr; j++)
+                                    r[j] = 0.25f + 3.7f * (float)j / (float)nr;
+                            for (size_t i = 0; i < pad; i++) imp[i] = (float)rng_unit() * 3;
+                            float sa = m1 > 0 ? m1 / f.max : 1;
+                            ref.cands(sa, r, nr, s1, i1);
+                            kn.cands(sa, r, nr, s2, i2);
+                            CHECK(!memcmp(s1, s2, nr * 4) && !memcmp(i1, i2, nr * 4));
+                            float ilo = i1[0], ihi = i1[0];
+                            for (unsigned j = 1; j < nr; j++) {
+                                ilo = i1[j] < ilo ? i1[j] : ilo;
+                                ihi = i1[j] > ihi ? i1[j] : ihi;
+                            }
+                            int clamps = scale_clamps(m1, n1, ilo, ihi, f);
+                            if (ri && len >= 100 && fi == 0 && kind_of(qi) != D_WIDE)
+                                if (clamps) test_fail(__FILE__, __LINE__, "clamps %d dt %d len %zu kind %d amax %g amin %g ilo %g ihi %g", clamps, di, len, kind_of(qi), m1, n1, ilo, ihi); /* the fast path is the usual one */
+                            for (int wi = 0; wi < 2; wi++)
+                                for (int ci = 0; ci < 2; ci++) {
+                                    int cl = ci ? 3 : clamps;
+                                    memset(acc1, 0, sizeof acc1);
+                                    memset(acc2, 0, sizeof acc2);
+                                    /* two calls: accumulation across chunks, totals at the end */
+                                    size_t half = (pad / 2) & ~(size_t)15;
+                                    const float *im = wi ? imp : NULL, *im2 = wi ? imp + half : NULL;
+                                    ref.errors(a1, im, half, s1, i1, nr, f, 3, acc1, NULL);
+                                    kn.errors(a1, im, half, s1, i1, nr, f, cl, acc2, NULL);
+                                    ref.errors(a1 + half, im2, pad - half, s1, i1, nr, f, 3, acc1, t1);
+                                    kn.errors(a1 + half, im2, pad - half, s1, i1, nr, f, cl, acc2, t2);
+                                    CHECK(!memcmp(acc1, acc2, nr * 64));
+                                    CHECK(!memcmp(t1, t2, nr * 4));
+                                    /* one call from zero, nothing stored */
+                                    kn.errors(a1, im, pad, s1, i1, nr, f, cl, NULL, t3);
+                                    CHECK(!memcmp(t1, t3, nr * 4));
+                                }
                         }
-                    }
                 }
                 free(w);
             }
