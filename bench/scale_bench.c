@@ -5,7 +5,8 @@
  *               [--grid G] [--fmt e5m2|e4m3fn] [--quantize] [MODE...]
  *
  * MODE is any scale mode spelling (default: absmax tensor channel block:128 block:32). Each
- * line gives the median and best of R timed runs after one warm-up. */
+ * line gives the median and best of R timed runs after one warm-up (wall clock), and the
+ * median rate per CPU second of the process (all threads; insensitive to time-slicing). */
 #include "feather/feather.h"
 
 #include <math.h>
@@ -17,6 +18,12 @@
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -92,7 +99,7 @@ int main(int argc, char **argv) {
            (double)(total * es) / 1e6, feather_ctx_threads(ctx),
            feather_simd_name(feather_ctx_simd(ctx)), feather_grid_size(grid),
            feather_fp8_name(fmt), quant ? "search + cast + pack (feather_quantize)" : "search only");
-    printf("%-12s %10s %10s %10s\n", "mode", "median s", "GB/s", "best GB/s");
+    printf("%-12s %10s %10s %10s %12s\n", "mode", "median s", "GB/s", "best GB/s", "GB/cpu-s");
     for (int m = 0; m < nm; m++) {
         feather_quant_options o;
         memset(&o, 0, sizeof o);
@@ -103,23 +110,28 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s\n", e.message);
             return 64;
         }
-        double t[101];
+        double t[101], c[101];
         int r = reps > 100 ? 100 : reps;
         for (int i = -1; i < r; i++) {
-            double a = now();
+            double a = now(), ca = cpu_now();
             feather_status s =
                 quant ? feather_quantize(ctx, &o, dt, w, n, k, 1, q, scales, NULL, &e)
                       : feather_scale_search(ctx, &o, dt, w, n, k, scales, &e);
-            double b = now();
+            double b = now(), cb = cpu_now();
             if (s) {
                 fprintf(stderr, "%s: %s\n", modes[m], e.message);
                 return 2;
             }
-            if (i >= 0) t[i] = b - a;
+            if (i >= 0) {
+                t[i] = b - a;
+                c[i] = cb - ca;
+            }
         }
         qsort(t, (size_t)r, sizeof *t, cmpd);
+        qsort(c, (size_t)r, sizeof *c, cmpd);
         double med = t[r / 2], gb = (double)(total * es) / 1e9;
-        printf("%-12s %10.4f %10.2f %10.2f\n", modes[m], med, gb / med, gb / t[0]);
+        printf("%-12s %10.4f %10.2f %10.2f %12.2f\n", modes[m], med, gb / med, gb / t[0],
+               gb / c[r / 2]);
     }
     feather_ctx_free(ctx);
     free(w);
