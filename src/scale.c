@@ -155,18 +155,36 @@ void feather_scale_errors_scalar(const float *a, const float *imp, size_t len, c
     }
 }
 
+/* Objective of each candidate over a histogram (quant.h step 5): double precision, bins in
+ * increasing magnitude. */
+void feather_scale_hist_scalar(const float *vals, const double *wt, size_t nb, const float *s,
+                               const float *inv, unsigned n, scale_fmt f, double *obj) {
+    for (unsigned j = 0; j < n; j++) obj[j] = 0;
+    for (size_t i = 0; i < nb; i++) {
+        float w = vals[i];
+        double c = wt[i];
+        for (unsigned j = 0; j < n; j++) {
+            float v = feather_scale_round(w * inv[j], f);
+            double d = (double)w - (double)s[j] * (double)v;
+            obj[j] += c * (d * d);
+        }
+    }
+}
+
 scale_kernels feather_scale_kernels(feather_simd level) {
     scale_kernels k = {feather_scale_prep_scalar, feather_scale_cands_scalar,
-                       feather_scale_errors_scalar};
+                       feather_scale_errors_scalar, feather_scale_hist_scalar};
 #if defined(__x86_64__) || defined(__i386__)
     if (level >= FEATHER_SIMD_AVX512) {
         k.prep = feather_scale_prep_avx512;
         k.cands = feather_scale_cands_avx512;
         k.errors = feather_scale_errors_avx512;
+        k.hist = feather_scale_hist_avx512;
     } else if (level >= FEATHER_SIMD_AVX2) {
         k.prep = feather_scale_prep_avx2;
         k.cands = feather_scale_cands_avx2;
         k.errors = feather_scale_errors_avx2;
+        k.hist = feather_scale_hist_avx2;
     }
 #else
     (void)level;
@@ -402,22 +420,6 @@ static void hist_worker(void *arg, size_t b, size_t e, int w) {
     if (!j->impq) hist_flush32(t);
 }
 
-/* Objective of each candidate over a histogram (quant.h, tensor mode): double precision,
- * bins in increasing magnitude. */
-static void hist_objective(const float *vals, const double *wt, size_t nb, const float *s,
-                           const float *inv, unsigned nr, scale_fmt f, double *obj) {
-    for (unsigned j = 0; j < nr; j++) obj[j] = 0;
-    for (size_t i = 0; i < nb; i++) {
-        float w = vals[i];
-        double c = wt[i];
-        for (unsigned j = 0; j < nr; j++) {
-            float v = feather_scale_round(w * inv[j], f);
-            double d = (double)w - (double)s[j] * (double)v;
-            obj[j] += c * (d * d);
-        }
-    }
-}
-
 static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_options *o,
                                          feather_dtype dt, const uint16_t *p, uint64_t n,
                                          uint64_t k, const float *r, unsigned nr,
@@ -507,7 +509,7 @@ static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_o
     float s[FEATHER_GRID_MAX], inv[FEATHER_GRID_MAX];
     double ob[FEATHER_GRID_MAX];
     kn->cands(sa, r, nr, s, inv);
-    hist_objective(vals, wt, nb, s, inv, nr, f, ob);
+    kn->hist(vals, wt, nb, s, inv, nr, f, ob);
     *scale = s[argmin_d(ob, nr)];
     if (obj) memcpy(obj, ob, sizeof(double) * nr);
 out:

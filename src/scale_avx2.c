@@ -78,6 +78,44 @@ void feather_scale_cands_avx2(float s_abs, const float *r, unsigned n, float *s,
     feather_scale_cands_scalar(s_abs, r + j, n - j, s + j, inv + j);
 }
 
+/* Histogram objective: 8 candidates per pass, one per f32 lane, their double sums in two
+ * registers of 4; the bins are visited in order, so each sum is the scalar chain. */
+void feather_scale_hist_avx2(const float *vals, const double *wt, size_t nb, const float *s,
+                             const float *inv, unsigned n, scale_fmt f, double *obj) {
+    const __m256i expm = _mm256_set1_epi32(0x7f800000), emin = _mm256_set1_epi32((int)f.emin),
+                  off = _mm256_set1_epi32((int)f.off);
+    const __m256 mx = _mm256_set1_ps(f.max);
+    for (unsigned j = 0; j < n; j += 8) {
+        float ib[8] = {0}, sb[8] = {0};
+        for (unsigned q = 0; q < 8 && j + q < n; q++) {
+            ib[q] = inv[j + q];
+            sb[q] = s[j + q];
+        }
+        __m256 iv = _mm256_loadu_ps(ib), sv = _mm256_loadu_ps(sb);
+        __m256d slo = _mm256_cvtps_pd(_mm256_castps256_ps128(sv)),
+                shi = _mm256_cvtps_pd(_mm256_extractf128_ps(sv, 1));
+        __m256d alo = _mm256_setzero_pd(), ahi = _mm256_setzero_pd();
+        for (size_t i = 0; i < nb; i++) {
+            __m256 w = _mm256_set1_ps(vals[i]);
+            __m256d wd = _mm256_set1_pd((double)vals[i]), c = _mm256_set1_pd(wt[i]);
+            __m256 x = _mm256_mul_ps(w, iv);
+            __m256i e = _mm256_max_epu32(_mm256_and_si256(_mm256_castps_si256(x), expm), emin);
+            __m256 mm = _mm256_castsi256_ps(_mm256_add_epi32(e, off));
+            __m256 v = _mm256_min_ps(_mm256_sub_ps(_mm256_add_ps(x, mm), mm), mx);
+            __m256d vlo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                    vhi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+            __m256d dlo = _mm256_sub_pd(wd, _mm256_mul_pd(slo, vlo)),
+                    dhi = _mm256_sub_pd(wd, _mm256_mul_pd(shi, vhi));
+            alo = _mm256_add_pd(alo, _mm256_mul_pd(c, _mm256_mul_pd(dlo, dlo)));
+            ahi = _mm256_add_pd(ahi, _mm256_mul_pd(c, _mm256_mul_pd(dhi, dhi)));
+        }
+        double t[8];
+        _mm256_storeu_pd(t, alo);
+        _mm256_storeu_pd(t + 4, ahi);
+        for (unsigned q = 0; q < 8 && j + q < n; q++) obj[j + q] = t[q];
+    }
+}
+
 /* The combination tree of quant.h on lanes lo (0..7) and hi (8..15). */
 static inline float tree16(__m256 lo, __m256 hi) {
     __m256 a = _mm256_add_ps(lo, hi);
@@ -192,6 +230,10 @@ void feather_scale_prep_avx2(feather_dtype dt, const void *src, size_t len, floa
 }
 void feather_scale_cands_avx2(float s_abs, const float *r, unsigned n, float *s, float *inv) {
     feather_scale_cands_scalar(s_abs, r, n, s, inv);
+}
+void feather_scale_hist_avx2(const float *vals, const double *wt, size_t nb, const float *s,
+                             const float *inv, unsigned n, scale_fmt f, double *obj) {
+    feather_scale_hist_scalar(vals, wt, nb, s, inv, n, f, obj);
 }
 void feather_scale_errors_avx2(const float *a, const float *imp, size_t len, const float *s,
                                const float *inv, unsigned n, scale_fmt f, int clamps,

@@ -58,6 +58,40 @@ void feather_scale_cands_avx512(float s_abs, const float *r, unsigned n, float *
     }
 }
 
+/* Histogram objective: 16 candidates per pass, one per f32 lane, their double sums in two
+ * registers of 8; the bins are visited in order, so each sum is the scalar chain. */
+void feather_scale_hist_avx512(const float *vals, const double *wt, size_t nb, const float *s,
+                               const float *inv, unsigned n, scale_fmt f, double *obj) {
+    const __m512i expm = _mm512_set1_epi32(0x7f800000), emin = _mm512_set1_epi32((int)f.emin),
+                  off = _mm512_set1_epi32((int)f.off);
+    const __m512 mx = _mm512_set1_ps(f.max);
+    for (unsigned j = 0; j < n; j += 16) {
+        __mmask16 m = (__mmask16)(n - j >= 16 ? 0xffff : (1u << (n - j)) - 1);
+        __m512 iv = _mm512_maskz_loadu_ps(m, inv + j), sv = _mm512_maskz_loadu_ps(m, s + j);
+        __m512d slo = _mm512_cvtps_pd(_mm512_castps512_ps256(sv)),
+                shi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sv), 1)));
+        __m512d alo = _mm512_setzero_pd(), ahi = _mm512_setzero_pd();
+        for (size_t i = 0; i < nb; i++) {
+            __m512 w = _mm512_set1_ps(vals[i]);
+            __m512d wd = _mm512_set1_pd((double)vals[i]), c = _mm512_set1_pd(wt[i]);
+            __m512 x = _mm512_mul_ps(w, iv);
+            __m512i e = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(x), expm), emin);
+            __m512 mm = _mm512_castsi512_ps(_mm512_add_epi32(e, off));
+            __m512 v = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(x, mm), mm), mx);
+            __m512d vlo = _mm512_cvtps_pd(_mm512_castps512_ps256(v)),
+                    vhi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+            __m512d dlo = _mm512_sub_pd(wd, _mm512_mul_pd(slo, vlo)),
+                    dhi = _mm512_sub_pd(wd, _mm512_mul_pd(shi, vhi));
+            alo = _mm512_add_pd(alo, _mm512_mul_pd(c, _mm512_mul_pd(dlo, dlo)));
+            ahi = _mm512_add_pd(ahi, _mm512_mul_pd(c, _mm512_mul_pd(dhi, dhi)));
+        }
+        double t[16];
+        _mm512_storeu_pd(t, alo);
+        _mm512_storeu_pd(t + 8, ahi);
+        for (unsigned q = 0; q < 16 && j + q < n; q++) obj[j + q] = t[q];
+    }
+}
+
 /* The combination tree of quant.h, (l, l+8), (l, l+4), (l, l+2), (0, 1), for one register. */
 static inline float tree1(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
@@ -183,6 +217,10 @@ void feather_scale_prep_avx512(feather_dtype dt, const void *src, size_t len, fl
 }
 void feather_scale_cands_avx512(float s_abs, const float *r, unsigned n, float *s, float *inv) {
     feather_scale_cands_scalar(s_abs, r, n, s, inv);
+}
+void feather_scale_hist_avx512(const float *vals, const double *wt, size_t nb, const float *s,
+                               const float *inv, unsigned n, scale_fmt f, double *obj) {
+    feather_scale_hist_scalar(vals, wt, nb, s, inv, n, f, obj);
 }
 void feather_scale_errors_avx512(const float *a, const float *imp, size_t len, const float *s,
                                  const float *inv, unsigned n, scale_fmt f, int clamps,

@@ -76,27 +76,41 @@ static inline int scale_clamps(float amax, float amin, float inv_lo, float inv_h
     return c;
 }
 
+/* hist: tensor-mode objective over a histogram (quant.h step 5): for j < n,
+ *   obj[j] = Σ_{i < nb, in order} wt[i] · (d·d), d = (double)vals[i] − (double)s[j]·(double)q,
+ *   q = round(vals[i] · inv[j]); each candidate's sum is its own chain, so any number of
+ *   candidates can be done side by side. */
+typedef void (*scale_hist_fn)(const float *vals, const double *wt, size_t nb, const float *s,
+                              const float *inv, unsigned n, scale_fmt f, double *obj);
+
 typedef struct scale_kernels {
     scale_prep_fn prep;
     scale_cands_fn cands;
     scale_errors_fn errors;
+    scale_hist_fn hist;
 } scale_kernels;
 
 void feather_scale_prep_scalar(feather_dtype dt, const void *src, size_t len, float *a,
                           float *amax, float *amin, uint64_t *nonfinite);
 void feather_scale_cands_scalar(float s_abs, const float *r, unsigned n, float *s, float *inv);
+void feather_scale_hist_scalar(const float *vals, const double *wt, size_t nb, const float *s,
+                            const float *inv, unsigned n, scale_fmt f, double *obj);
 void feather_scale_errors_scalar(const float *a, const float *imp, size_t len, const float *s,
                             const float *inv, unsigned n, scale_fmt f, int clamps, float *acc,
                             float *tot);
 void feather_scale_prep_avx2(feather_dtype dt, const void *src, size_t len, float *a,
                           float *amax, float *amin, uint64_t *nonfinite);
 void feather_scale_cands_avx2(float s_abs, const float *r, unsigned n, float *s, float *inv);
+void feather_scale_hist_avx2(const float *vals, const double *wt, size_t nb, const float *s,
+                            const float *inv, unsigned n, scale_fmt f, double *obj);
 void feather_scale_errors_avx2(const float *a, const float *imp, size_t len, const float *s,
                             const float *inv, unsigned n, scale_fmt f, int clamps, float *acc,
                             float *tot);
 void feather_scale_prep_avx512(feather_dtype dt, const void *src, size_t len, float *a,
                           float *amax, float *amin, uint64_t *nonfinite);
 void feather_scale_cands_avx512(float s_abs, const float *r, unsigned n, float *s, float *inv);
+void feather_scale_hist_avx512(const float *vals, const double *wt, size_t nb, const float *s,
+                            const float *inv, unsigned n, scale_fmt f, double *obj);
 void feather_scale_errors_avx512(const float *a, const float *imp, size_t len, const float *s,
                             const float *inv, unsigned n, scale_fmt f, int clamps, float *acc,
                             float *tot);

@@ -406,6 +406,43 @@ TEST(scale_kernels_identical_across_simd) {
     }
 }
 
+/* The histogram objective kernel gives the same doubles at every level. */
+TEST(scale_hist_kernel_identical_across_simd) {
+    feather_simd lv[3];
+    int nl = simd_levels(lv);
+    if (nl < 2) test_skip("this CPU has no SIMD level beyond scalar; only scalar checked");
+    scale_kernels ref = feather_scale_kernels(FEATHER_SIMD_SCALAR);
+    enum { NB = 3000 };
+    static float vals[NB];
+    static double wt[NB];
+    rng_seed(4242);
+    for (int i = 0; i < NB; i++) {
+        vals[i] = (float)ldexp(1 + rng_unit(), -(int)(rng_u64() % 40)); /* reaches subnormals */
+        wt[i] = (double)(1 + rng_u64() % 1000);
+    }
+    float amax = 0;
+    for (int i = 0; i < NB; i++) amax = vals[i] > amax ? vals[i] : amax;
+    for (int fi = 0; fi < 2; fi++) {
+        scale_fmt f = scale_fmt_of(fi ? FEATHER_FP8_E4M3FN : FEATHER_FP8_E5M2);
+        unsigned sizes[] = {1, 7, 8, 16, 23, 40};
+        for (size_t zi = 0; zi < sizeof sizes / sizeof *sizes; zi++) {
+            unsigned nr = sizes[zi];
+            float r[64], s[64], inv[64];
+            for (unsigned j = 0; j < nr; j++) r[j] = 0.3f + 3.5f * (float)j / (float)nr;
+            ref.cands(amax / f.max, r, nr, s, inv);
+            double o1[64], o2[64];
+            ref.hist(vals, wt, NB, s, inv, nr, f, o1);
+            for (int li = 1; li < nl; li++) {
+                memset(o2, 0, sizeof o2);
+                feather_scale_kernels(lv[li]).hist(vals, wt, NB, s, inv, nr, f, o2);
+                if (memcmp(o1, o2, nr * sizeof(double)))
+                    test_fail(__FILE__, __LINE__, "%s histogram objective differs (fmt %d, %u cands)",
+                              feather_simd_name(lv[li]), fi, nr);
+            }
+        }
+    }
+}
+
 /* Full searches: the same scales at every SIMD level and with 1, 2 or 4 threads. */
 TEST(scale_search_independent_of_simd_and_threads) {
     feather_simd lv[3];
