@@ -418,7 +418,7 @@ TEST(scale_hist_kernel_identical_across_simd) {
     rng_seed(4242);
     for (int i = 0; i < NB; i++) {
         vals[i] = (float)ldexp(1 + rng_unit(), -(int)(rng_u64() % 40)); /* reaches subnormals */
-        wt[i] = (double)(1 + rng_u64() % 1000);
+        wt[i] = 1 + rng_unit() * 1e6; /* all 53 bits used: every rounding shows */
     }
     float amax = 0;
     for (int i = 0; i < NB; i++) amax = vals[i] > amax ? vals[i] : amax;
