@@ -155,7 +155,10 @@ static float value(feather_dtype dt, const void *p, size_t i) {
 static void measure(const tensor *t, feather_fp8 fmt, feather_scale_mode mode, unsigned g,
                     const float *sc, acc *a) {
     uint64_t ng = mode == FEATHER_SCALE_BLOCK ? t->k / g : 1;
-    a->nscales += mode == FEATHER_SCALE_BLOCK ? t->n * ng : mode == FEATHER_SCALE_CHANNEL ? t->n : 1;
+    a->nscales += mode == FEATHER_SCALE_BLOCK     ? t->n * ng
+                  : mode == FEATHER_SCALE_CHANNEL ? t->n
+                  : mode == FEATHER_SCALE_NONE    ? 0 /* s = 1 need not be stored */
+                                                  : 1;
     a->nw += t->n * t->k;
     for (uint64_t r = 0; r < t->n; r++)
         for (uint64_t c = 0; c < t->k; c++) {
