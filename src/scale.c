@@ -310,26 +310,26 @@ static void row_worker(void *arg, size_t b, size_t e, int w) {
     float *acc = tot + n16, *a = acc + 16 * (size_t)j->nr;
     size_t es = dtype_size(j->dt);
     uint64_t ng = j->k / j->glen;
-    for (size_t row = b; row < e; row++) {
-        if (feather_cancelled()) {
+    /* work items are groups (row-major), so a few long rows still spread over threads */
+    for (size_t gi = b; gi < e; gi++) {
+        uint64_t row = gi / ng, g = gi % ng;
+        if ((gi - b) % 64 == 0 && feather_cancelled()) {
             atomic_store(&j->cancelled, 1);
             return;
         }
-        for (uint64_t g = 0; g < ng; g++) {
-            const uint8_t *p = j->src + ((uint64_t)row * j->k + g * j->glen) * es;
-            float amax, amin;
-            j->kn.prep(j->dt, p, j->glen, a, &amax, &amin, &j->wnf[w]);
-            if (j->pass == 1) {
-                if (amax > j->wmax[w]) j->wmax[w] = amax;
-            } else if (j->pass == 2) {
-                int clamps = scale_clamps(amax, amin, j->cinv[j->jlo], j->cinv[j->jhi], j->f);
-                group_errors(&j->kn, j->f, a, (j->glen + 15) & ~(size_t)15, j->imp, j->cs,
-                             j->cinv, j->nr, clamps, acc, j->rowtot + (size_t)row * j->nr);
-            } else {
-                j->scales[(uint64_t)row * ng + g] = search_group(
-                    &j->kn, j->f, a, j->glen, j->imp ? j->imp + g * j->glen : NULL, amax, amin,
-                    j->r, j->nr, j->jhi, j->jlo, s, inv, acc, tot);
-            }
+        const uint8_t *p = j->src + (row * j->k + g * j->glen) * es;
+        float amax, amin;
+        j->kn.prep(j->dt, p, j->glen, a, &amax, &amin, &j->wnf[w]);
+        if (j->pass == 1) {
+            if (amax > j->wmax[w]) j->wmax[w] = amax;
+        } else if (j->pass == 2) {
+            int clamps = scale_clamps(amax, amin, j->cinv[j->jlo], j->cinv[j->jhi], j->f);
+            group_errors(&j->kn, j->f, a, (j->glen + 15) & ~(size_t)15, j->imp, j->cs, j->cinv,
+                         j->nr, clamps, acc, j->rowtot + row * j->nr);
+        } else {
+            j->scales[gi] = search_group(&j->kn, j->f, a, j->glen,
+                                         j->imp ? j->imp + g * j->glen : NULL, amax, amin, j->r,
+                                         j->nr, j->jhi, j->jlo, s, inv, acc, tot);
         }
     }
 }
@@ -620,16 +620,12 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
         st = feather_fail(err, FEATHER_E_NOMEM, "out of memory");
         goto out;
     }
-    /* grain: about 64k elements per work item */
-    size_t grain = k >= 65536 ? 1 : (size_t)(65536 / k);
-    if (oo.mode == FEATHER_SCALE_CHANNEL || oo.mode == FEATHER_SCALE_BLOCK) {
-        j.pass = 0;
-        feather_parallel_for(ctx, (size_t)n, grain, row_worker, &j);
-    } else {
-        /* absmax, and tensor mode of f32 weights: the maximum first */
-        j.pass = 1;
-        feather_parallel_for(ctx, (size_t)n, grain, row_worker, &j);
-    }
+    /* work items are groups; grain: about 64k elements */
+    size_t ngroups = (size_t)(n * (k / j.glen));
+    size_t grain = j.glen >= 65536 ? 1 : (size_t)(65536 / j.glen);
+    /* absmax, and tensor mode of f32 weights, need the maximum first */
+    j.pass = oo.mode == FEATHER_SCALE_CHANNEL || oo.mode == FEATHER_SCALE_BLOCK ? 0 : 1;
+    feather_parallel_for(ctx, ngroups, grain, row_worker, &j);
     if (atomic_load(&j.cancelled)) {
         st = feather_fail(err, FEATHER_E_CANCELLED, "%scancelled", pre);
         goto out;
@@ -671,7 +667,7 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
         j.cs = cs;
         j.cinv = ci;
         j.rowtot = rowtot;
-        feather_parallel_for(ctx, (size_t)n, grain, row_worker, &j);
+        feather_parallel_for(ctx, ngroups, grain, row_worker, &j);
         if (atomic_load(&j.cancelled)) {
             st = feather_fail(err, FEATHER_E_CANCELLED, "%scancelled", pre);
             goto out;
