@@ -739,3 +739,18 @@ TEST(scale_never_worse_than_absmax_real) {
     }
     CHECK(checked > 100);
 }
+
+TEST(scale_search_cancelled) {
+    void *w = gen(FEATHER_F16, 64, 256, D_NORMAL, 5);
+    for (int mi = 0; mi < 4; mi++) {
+        feather_quant_options o = opts_of(FEATHER_FP8_E5M2, all_modes[mi], 32);
+        float sc[512];
+        feather_error e;
+        feather_cancel();
+        feather_status st = feather_scale_search(NULL, &o, FEATHER_F16, w, 64, 256, sc, &e);
+        feather_cancel_reset();
+        CHECK(st == FEATHER_E_CANCELLED);
+        CHECK(feather_scale_search(NULL, &o, FEATHER_F16, w, 64, 256, sc, &e) == FEATHER_OK);
+    }
+    free(w);
+}
