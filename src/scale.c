@@ -232,6 +232,7 @@ static float absmax_scale(float amax, scale_fmt f) {
 }
 
 #define CHUNK 4096 /* elements per error-kernel call: a chunk of |w| stays in L1 */
+#define LONG 65536 /* longer groups are converted chunk by chunk, twice (bounded buffers) */
 
 /* Indices of the smallest and largest ratio: their inverse scales are the largest and the
  * smallest (1/(s·r) is monotonic in r under rounding), the extremes scale_clamps needs. */
@@ -302,6 +303,53 @@ typedef struct row_job {
     atomic_int cancelled;
 } row_job;
 
+/* A group longer than LONG (a long row in channel mode or F32 tensor mode): a first pass over
+ * chunks finds amax/amin, a second converts each chunk again and adds its errors. Chunks start
+ * at multiples of 16, so every element keeps its lane and the sums are those of the one-buffer
+ * path. Returns the chosen scale (pass 0) or leaves the row totals in 'out' (pass 2). */
+static float long_group(row_job *j, int w, const uint8_t *p, const float *imp, float *s,
+                        float *inv, float *acc, float *tot, float *a, float *out) {
+    size_t es = dtype_size(j->dt);
+    float amax = 0, amin = __builtin_inff();
+    for (uint64_t c = 0; c < j->glen; c += LONG) {
+        size_t m = (size_t)(j->glen - c < LONG ? j->glen - c : LONG);
+        float cm, cn;
+        j->kn.prep(j->dt, p + c * es, m, a, &cm, &cn, &j->wnf[w]);
+        amax = cm > amax ? cm : amax;
+        amin = cn < amin ? cn : amin;
+    }
+    if (j->pass == 1) {
+        if (amax > j->wmax[w]) j->wmax[w] = amax;
+        return 0;
+    }
+    const float *cs = s, *ci = inv;
+    if (j->pass == 0) {
+        float sa = absmax_scale(amax, j->f);
+        if (sa == 0) return 1.0f;
+        if (j->nr == 1) return sa;
+        j->kn.cands(sa, j->r, j->nr, s, inv);
+    } else {
+        cs = j->cs;
+        ci = j->cinv;
+        tot = out;
+    }
+    int clamps = scale_clamps(amax, amin, ci[j->jlo], ci[j->jhi], j->f);
+    memset(acc, 0, sizeof(float) * 16 * j->nr);
+    for (uint64_t c = 0; c < j->glen; c += LONG) {
+        size_t m = (size_t)(j->glen - c < LONG ? j->glen - c : LONG), padded = (m + 15) & ~(size_t)15;
+        float cm, cn;
+        uint64_t nf = 0; /* already counted */
+        j->kn.prep(j->dt, p + c * es, m, a, &cm, &cn, &nf);
+        for (size_t q = 0; q < padded; q += CHUNK) {
+            size_t l = padded - q < CHUNK ? padded - q : CHUNK;
+            int last = c + m == j->glen && q + l == padded;
+            j->kn.errors(a + q, imp ? imp + c + q : NULL, l, cs, ci, j->nr, j->f, clamps, acc,
+                         last ? tot : NULL);
+        }
+    }
+    return j->pass == 0 ? s[argmin_f(tot, j->nr)] : 0;
+}
+
 static void row_worker(void *arg, size_t b, size_t e, int w) {
     row_job *j = arg;
     /* scratch: s, inv, tot (each rounded up to 16 floats), acc (16 per candidate), |w| */
@@ -318,6 +366,12 @@ static void row_worker(void *arg, size_t b, size_t e, int w) {
             return;
         }
         const uint8_t *p = j->src + (row * j->k + g * j->glen) * es;
+        if (j->glen > LONG) {
+            float sc = long_group(j, w, p, j->imp ? j->imp + g * j->glen : NULL, s, inv, acc, tot,
+                                  a, j->rowtot ? j->rowtot + row * j->nr : NULL);
+            if (j->pass == 0) j->scales[gi] = sc;
+            continue;
+        }
         float amax, amin;
         j->kn.prep(j->dt, p, j->glen, a, &amax, &amin, &j->wnf[w]);
         if (j->pass == 1) {
@@ -601,7 +655,7 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
     ratio_extremes(r, nr, &j.jhi, &j.jlo);
     j.scales = scales;
     atomic_init(&j.cancelled, 0);
-    size_t padded = (size_t)((j.glen + 15) & ~(uint64_t)15);
+    size_t padded = (size_t)((j.glen < LONG ? j.glen + 15 : LONG) & ~(uint64_t)15);
     float *imp = NULL;
     if (o->importance && oo.mode != FEATHER_SCALE_ABSMAX) {
         size_t kp = (size_t)((k + 15) & ~(uint64_t)15);

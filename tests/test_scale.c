@@ -165,6 +165,40 @@ static void check_never_worse(const char *what, const feather_quant_options *o, 
         }
 }
 
+/* Channel/block: every scale equals the first argmin, over the grid, of the objective
+ * recomputed from the definition (spec_group). */
+static void check_exact(const char *what, const feather_quant_options *o, feather_dtype dt,
+                        const void *w, uint64_t n, uint64_t k, const float *sc) {
+    unsigned grid = feather_grid_size(o->grid);
+    float r[FEATHER_GRID_MAX];
+    feather_grid_ratios(grid, r);
+    uint64_t g = o->mode == FEATHER_SCALE_BLOCK ? o->group : k, ng = k / g;
+    int bad = 0;
+    for (uint64_t row = 0; row < n && bad < 3; row++)
+        for (uint64_t b = 0; b < ng && bad < 3; b++) {
+            size_t start = (size_t)(row * k + b * g);
+            float amax = group_amax(dt, w, start, (size_t)g), want = 1.0f;
+            if (amax > 0) {
+                float sa = amax / feather_fp8_max(o->format), best = 0;
+                for (unsigned j = 0; j < grid; j++) {
+                    float e = spec_group(dt, w, start, (size_t)g,
+                                         o->importance ? o->importance + b * g : NULL, sa * r[j],
+                                         o->format);
+                    if (j == 0 || e < best) {
+                        best = e;
+                        want = sa * r[j];
+                    }
+                }
+            }
+            if (sc[row * ng + b] != want) {
+                test_fail(__FILE__, __LINE__, "%s: group (%llu,%llu) scale %.9g, definition %.9g",
+                          what, (unsigned long long)row, (unsigned long long)b,
+                          sc[row * ng + b], want);
+                bad++;
+            }
+        }
+}
+
 static feather_quant_options opts_of(feather_fp8 fmt, feather_scale_mode m, unsigned g) {
     feather_quant_options o;
     memset(&o, 0, sizeof o);
@@ -559,6 +593,8 @@ TEST(scale_never_worse_than_absmax_random) {
                             snprintf(what, sizeof what, "dt %d kind %d mode %d fmt %d imp %d G %u",
                                      di, kind, mi, fi, wi, g);
                             check_never_worse(what, &o, all_dtypes[di], w, n, k, sc);
+                            if (all_modes[mi] >= FEATHER_SCALE_CHANNEL)
+                                check_exact(what, &o, all_dtypes[di], w, n, k, sc);
                         }
             free(w);
         }
@@ -753,4 +789,43 @@ TEST(scale_search_cancelled) {
         CHECK(feather_scale_search(NULL, &o, FEATHER_F16, w, 64, 256, sc, &e) == FEATHER_OK);
     }
     free(w);
+}
+
+/* Rows longer than the streaming threshold (64k elements) are converted chunk by chunk; the
+ * scales must still be exactly those of the definition, at every SIMD level and thread count. */
+TEST(scale_long_rows_exact) {
+    feather_simd lv[3];
+    int nl = simd_levels(lv);
+    const uint64_t n = 3, k = 70001; /* not a multiple of 16 either */
+    feather_ctx *ctx = feather_ctx_new(2);
+    REQUIRE(ctx);
+    float *imp = malloc(sizeof(float) * k);
+    for (uint64_t i = 0; i < k; i++) imp[i] = (float)rng_unit();
+    for (int di = 0; di < 3; di += 2) {
+        void *w = gen(all_dtypes[di], n, k, D_STUDENT, 31);
+        for (int wi = 0; wi < 2; wi++) {
+            feather_quant_options o = opts_of(FEATHER_FP8_E5M2, FEATHER_SCALE_CHANNEL, 0);
+            o.importance = wi ? imp : NULL;
+            float ref[3], got[3];
+            REQUIRE(feather_scale_search(NULL, &o, all_dtypes[di], w, n, k, ref, NULL) == FEATHER_OK);
+            check_exact("long rows", &o, all_dtypes[di], w, n, k, ref);
+            for (int li = 0; li < nl; li++) {
+                feather_ctx_set_simd(ctx, lv[li]);
+                REQUIRE(feather_scale_search(ctx, &o, all_dtypes[di], w, n, k, got, NULL) == FEATHER_OK);
+                CHECK(!memcmp(ref, got, sizeof ref));
+            }
+            /* F32 tensor mode streams its rows the same way */
+            o.mode = FEATHER_SCALE_TENSOR;
+            float t1, t2;
+            feather_ctx_set_simd(ctx, FEATHER_SIMD_SCALAR);
+            REQUIRE(feather_scale_search(ctx, &o, all_dtypes[di], w, n, k, &t1, NULL) == FEATHER_OK);
+            feather_ctx_set_simd(ctx, lv[nl - 1]);
+            REQUIRE(feather_scale_search(ctx, &o, all_dtypes[di], w, n, k, &t2, NULL) == FEATHER_OK);
+            CHECK(t1 == t2);
+            check_never_worse("long rows tensor", &o, all_dtypes[di], w, n, k, &t1);
+        }
+        free(w);
+    }
+    free(imp);
+    feather_ctx_free(ctx);
 }
