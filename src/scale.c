@@ -499,31 +499,52 @@ static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_o
             impq[i] = mx > 0 ? (uint32_t)((double)o->importance[i] / (double)mx * 16777216.0 + 0.5)
                              : 0;
     }
+    /* Small tensors (most LoRA factors) cannot overflow one 16-bit table: count into it
+     * directly and skip the per-thread tables, their flushes and merges (same counts). */
+    int small = !impq && total <= 65535;
+    uint16_t *c16 = NULL;
     size_t stride = (sizeof(hist_tables) + 63) & ~(size_t)63;
     hist_job j = {.p = p, .total = total, .k = k, .impq = impq, .stride = stride};
     atomic_init(&j.cancelled, 0);
-    j.scratch = calloc((size_t)nt, stride);
-    if (!j.scratch) {
-        free(impq);
-        return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-    }
-    feather_parallel_for(ctx, (size_t)((total + HIST_UNIT - 1) / HIST_UNIT), 16, hist_worker, &j);
-    if (atomic_load(&j.cancelled)) {
-        st = feather_fail(err, FEATHER_E_CANCELLED, "%scancelled", name_prefix(o, pre, sizeof pre));
-        goto out;
+    if (small) {
+        if (feather_cancelled()) {
+            free(impq);
+            return feather_fail(err, FEATHER_E_CANCELLED, "%scancelled",
+                                name_prefix(o, pre, sizeof pre));
+        }
+        c16 = calloc(HIST_BINS, sizeof *c16);
+        if (!c16) {
+            free(impq);
+            return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+        }
+        for (uint64_t i = 0; i < total; i++) c16[p[i] & 0x7fff]++;
+    } else {
+        j.scratch = calloc((size_t)nt, stride);
+        if (!j.scratch) {
+            free(impq);
+            return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+        }
+        feather_parallel_for(ctx, (size_t)((total + HIST_UNIT - 1) / HIST_UNIT), 16, hist_worker,
+                             &j);
+        if (atomic_load(&j.cancelled)) {
+            st = feather_fail(err, FEATHER_E_CANCELLED, "%scancelled",
+                              name_prefix(o, pre, sizeof pre));
+            goto out;
+        }
     }
     hist_tables *t0 = (hist_tables *)j.scratch;
-    for (int w = 1; w < nt; w++) {
+    for (int w = 1; w < nt && !small; w++) {
         hist_tables *t = (hist_tables *)(j.scratch + (size_t)w * stride);
         for (size_t i = 0; i < HIST_BINS; i++) {
             t0->cnt[i] += t->cnt[i];
-            t0->wsum[i] += t->wsum[i];
+            if (impq) t0->wsum[i] += t->wsum[i];
         }
     }
+#define COUNT(i) (small ? (uint64_t)c16[i] : t0->cnt[i])
     /* Patterns from the first non-finite one up are Inf/NaN. */
     unsigned inf = dt == FEATHER_F16 ? 0x7c00 : 0x7f80;
     uint64_t nf = 0;
-    for (size_t i = inf; i < HIST_BINS; i++) nf += t0->cnt[i];
+    for (size_t i = inf; i < HIST_BINS; i++) nf += COUNT(i);
     if (nf && !o->allow_nonfinite) {
         st = feather_fail(err, FEATHER_E_INVALID,
                           "%s%llu NaN/Inf weight(s) (not allowed unless non-finite values are "
@@ -533,7 +554,7 @@ static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_o
     }
     unsigned top = 0;
     for (unsigned i = inf; i-- > 1;)
-        if (t0->cnt[i]) {
+        if (COUNT(i)) {
             top = i;
             break;
         }
@@ -554,12 +575,13 @@ static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_o
     }
     size_t nb = 0;
     for (unsigned i = 1; i <= top; i++) {
-        uint64_t c = o->importance ? t0->wsum[i] : t0->cnt[i];
+        uint64_t c = o->importance ? t0->wsum[i] : COUNT(i);
         if (!c) continue;
         vals[nb] = dt == FEATHER_F16 ? feather_f16_to_f32((uint16_t)i)
                                      : feather_bf16_to_f32((uint16_t)i);
         wt[nb++] = (double)c;
     }
+#undef COUNT
     float s[FEATHER_GRID_MAX], inv[FEATHER_GRID_MAX];
     double ob[FEATHER_GRID_MAX];
     kn->cands(sa, r, nr, s, inv);
@@ -569,6 +591,7 @@ static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_o
 out:
     free(vals);
     free(wt);
+    free(c16);
     free(j.scratch);
     free(impq);
     return st;
