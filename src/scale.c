@@ -36,8 +36,8 @@ feather_status feather_scale_parse(const char *s, feather_scale_mode *mode, unsi
         if (*p) goto bad;
         if (v < 16 || v % 16)
             return feather_fail(err, FEATHER_E_ARG,
-                                "invalid scale mode '%s': the block size must be a multiple of 16 "
-                                "(16, 32, 64, 128…)",
+                                "invalid scale mode '%s' (block size not a multiple of 16): "
+                                "expected " SCALE_FORMS,
                                 feather_quote(s, q, sizeof q));
         m = FEATHER_SCALE_BLOCK;
         g = (unsigned)v;
