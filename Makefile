@@ -144,3 +144,12 @@ $(BUILD)/bench/quant_bench: bench/quant_bench.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 bench: $(BUILD)/bench/quant_bench
+# ---- bench: scale search (speed and quantisation quality; not run by make check) ----
+SCALE_BENCH := $(BUILD)/bench/scale_bench $(BUILD)/bench/quality_bench
+bench: $(SCALE_BENCH)
+$(SCALE_BENCH): $(BUILD)/bench/%: bench/%.c $(LIB) $(wildcard include/feather/*.h) src/scale_internal.h
+	@mkdir -p $(BUILD)/bench
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+# the scale kernels and their tests share an internal header
+$(BUILD)/obj/scale.o $(BUILD)/obj/scale_avx2.o $(BUILD)/obj/scale_avx512.o \
+$(BUILD)/obj/tests/test_scale.o: src/scale_internal.h
