@@ -101,3 +101,16 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/man/man1/feather-*.1 $(DESTDIR)$(PREFIX)/share/man/man5/feather.5
 	rm -rf $(DESTDIR)$(PREFIX)/include/feather
 
+
+# ---- sample checkpoints (synthetic models of each family, for tests and the demo) ----
+SAMPLE_BIN := $(BUILD)/feather-sample
+.PHONY: samples
+samples: $(SAMPLE_BIN)
+test: samples
+
+$(BUILD)/obj/samples/%.o: samples/%.c src/cli/common.h $(wildcard include/feather/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(SAMPLE_BIN): $(BUILD)/obj/samples/gen_sample.o $(CLI_COMMON) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
