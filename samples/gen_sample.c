@@ -481,70 +481,64 @@ static const family families[] = {
 /* ---------------------------------------------------------------------------------------- */
 /* Values.                                                                                   */
 
-/* xoshiro256**: fast, good statistical quality, seeded through splitmix64. */
-typedef struct rng { uint64_t s[4]; } rng;
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+/* Counter-based: value i of a tensor is a hash of (tensor key, i). Every value is
+ * independent of the others, so the loop has no serial dependency (fast), and any row range
+ * can be produced on its own: the bytes do not depend on chunking. */
+static inline uint64_t mix64(uint64_t z) { /* the splitmix64 finaliser */
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+#define GOLDEN 0x9e3779b97f4a7c15ull
 
-static inline uint64_t next64(rng *r) {
-    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
-
-static void rng_seed(rng *r, uint64_t seed, const char *name) {
-    uint64_t x = seed, hsh = 0xcbf29ce484222325ull; /* FNV-1a of the name */
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++) hsh = (hsh ^ *c) * 0x100000001b3ull;
-    x ^= hsh;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
-}
-
-/* Approximately standard normal from one 64-bit draw: the sum of four 16-bit uniforms
- * (Irwin-Hall, kurtosis 2.7). Cheap enough for gigabytes; the heavy tail that matters for
- * scale selection is added on top by the caller. */
+/* Approximately standard normal from 48 random bits: the sum of four 12-bit uniforms
+ * (Irwin-Hall, kurtosis 2.7, resolution 1/2365 of a standard deviation, finer than any
+ * 16-bit float's step at these magnitudes). The heavy tail that matters for scale selection is
+ * added on top by the caller. */
 static inline float fast_normal(uint64_t u) {
-    uint32_t s = (uint32_t)(u & 0xffff) + (uint32_t)((u >> 16) & 0xffff) + (uint32_t)((u >> 32) & 0xffff) +
-                 (uint32_t)(u >> 48);
-    return ((float)s - 131070.0f) * (1.0f / 37837.23f); /* sd of the sum = 65536 / sqrt(3) */
+    uint32_t s = (uint32_t)(u & 0xfff) + (uint32_t)((u >> 12) & 0xfff) + (uint32_t)((u >> 24) & 0xfff) +
+                 (uint32_t)((u >> 36) & 0xfff);
+    return ((float)s - 8190.0f) * (1.0f / 2364.83f); /* sd of the sum = 4096 / sqrt(3) */
 }
 
 /* An exact normal (Box-Muller) for the few per-row and per-column scales. */
-static double normal(rng *r) {
-    double u1 = ((next64(r) >> 11) + 1) * (1.0 / 9007199254740993.0);
-    double u2 = (next64(r) >> 11) * (1.0 / 9007199254740992.0);
+static double normal(uint64_t key, uint64_t i) {
+    uint64_t a = mix64(key + (2 * i + 1) * GOLDEN), b = mix64(key + (2 * i + 2) * GOLDEN);
+    double u1 = ((a >> 11) + 1) * (1.0 / 9007199254740993.0);
+    double u2 = (b >> 11) * (1.0 / 9007199254740992.0);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* Per-tensor generator state: a tensor is produced in chunks of whole rows, in order, from
- * one stream, so the bytes do not depend on the chunk size. */
+/* Round to nearest even; the values here are finite. */
+static inline uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* Per-tensor generator: a tensor is produced in chunks of whole rows. */
 typedef struct gen {
     const tspec *t;
-    rng r;
+    uint64_t key, rkey, ckey;   /* values, row scales, column scales */
     uint64_t rows, rowlen, row; /* next row */
     float *col;                 /* per-column scale (V_WEIGHT with >= 2 dims) */
+    float *tmp;                 /* one row in f32 */
     float sd;
 } gen;
 
 #define OUTLIER_THRESHOLD 655u /* of 65536: about 1% of weights are outliers … */
-#define OUTLIER_FACTOR 10.0f   /* … ten times larger */
+#define OUTLIER_FACTOR 6.0f    /* … six times larger (kurtosis some tens, as in heavy-tailed real layers) */
 #define WEIGHT_SD 0.02f
 
 static int gen_init(gen *g, const tspec *t, uint64_t seed, uint64_t h) {
     memset(g, 0, sizeof *g);
     g->t = t;
-    rng_seed(&g->r, seed, t->name);
+    uint64_t k = 0xcbf29ce484222325ull; /* FNV-1a of the name, then the seed */
+    for (const unsigned char *c = (const unsigned char *)t->name; *c; c++) k = (k ^ *c) * 0x100000001b3ull;
+    g->key = mix64(k ^ mix64(seed + GOLDEN));
+    g->rkey = mix64(g->key + 1);
+    g->ckey = mix64(g->key + 2);
     uint64_t ne = 1;
     for (unsigned i = 0; i < t->ndim; i++) ne *= t->shape[i];
     g->rows = t->ndim >= 2 ? t->shape[0] : 1;
@@ -556,64 +550,70 @@ static int gen_init(gen *g, const tspec *t, uint64_t seed, uint64_t h) {
     case V_PARAM: g->sd = (float)(1.0 / sqrt((double)h)); break;
     default: g->sd = 0; break;
     }
-    if (t->kind == V_WEIGHT && t->ndim >= 2 && g->rowlen) {
-        g->col = malloc(g->rowlen * sizeof *g->col);
-        if (!g->col) return -1;
+    g->tmp = malloc((g->rowlen ? g->rowlen : 1) * sizeof *g->tmp);
+    g->col = t->kind == V_WEIGHT ? malloc((g->rowlen ? g->rowlen : 1) * sizeof *g->col) : NULL;
+    if (!g->tmp || (t->kind == V_WEIGHT && !g->col)) return -1;
+    if (t->kind == V_WEIGHT) {
         /* Input channels differ in scale too (log-normal, sigma 0.25), so a block of a
          * row has a different range from the whole row. */
-        for (uint64_t k = 0; k < g->rowlen; k++) g->col[k] = (float)exp(0.25 * normal(&g->r));
+        for (uint64_t c = 0; c < g->rowlen; c++) g->col[c] = (float)exp(0.25 * normal(g->ckey, c));
     }
     return 0;
 }
 
-static void store(void *out, feather_dtype d, uint64_t i, float v) {
-    switch (d) {
-    case FEATHER_BF16: ((uint16_t *)out)[i] = feather_f32_to_bf16(v); break;
-    case FEATHER_F16: ((uint16_t *)out)[i] = feather_f32_to_f16(v); break;
-    default: ((float *)out)[i] = v; break;
-    }
+static void gen_free(gen *g) {
+    free(g->col);
+    free(g->tmp);
 }
 
 static void put_le64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Produces rows [g->row, g->row + nrows) into out. */
+/* One row of floats into g->tmp. */
+static void row_values(gen *g, uint64_t row) {
+    const tspec *t = g->t;
+    float *v = g->tmp;
+    uint64_t n = g->rowlen, base = g->key + row * n * GOLDEN;
+    if (t->kind == V_CONST) {
+        for (uint64_t k = 0; k < n; k++) v[k] = t->value;
+    } else if (t->kind == V_WEIGHT) {
+        /* Output channels differ in scale (log-normal, sigma 0.35): per-row scales beat one
+         * scale per tensor. The top 16 bits of each draw pick the outliers. */
+        float rs = g->sd * (float)exp(0.35 * normal(g->rkey, row));
+        const float *col = g->col; /* set for every weight (they have >= 2 dims) */
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t u = mix64(base + k * GOLDEN);
+            float f = (uint32_t)(u >> 48) < OUTLIER_THRESHOLD ? OUTLIER_FACTOR * rs : rs;
+            v[k] = fast_normal(u) * f * col[k];
+        }
+    } else {
+        float b = t->kind == V_NORM ? 1.0f : 0.0f, sd = g->sd;
+        for (uint64_t k = 0; k < n; k++) v[k] = b + sd * fast_normal(mix64(base + k * GOLDEN));
+    }
+}
+
+/* Produces rows [g->row, g->row + nrows) into out, in the tensor's dtype. */
 static void gen_rows(gen *g, uint64_t nrows, void *out) {
     const tspec *t = g->t;
-    feather_dtype d = t->dtype;
-    uint64_t o = 0;
+    uint64_t n = g->rowlen;
     for (uint64_t r = 0; r < nrows; r++, g->row++) {
         if (t->kind == V_INDEX) {
             uint64_t last = t->ndim ? t->shape[t->ndim - 1] : 1;
-            for (uint64_t k = 0; k < g->rowlen; k++, o++) put_le64((uint8_t *)out + 8 * o, o % last);
+            for (uint64_t k = 0; k < n; k++) put_le64((uint8_t *)out + 8 * (r * n + k), (g->row * n + k) % last);
             continue;
         }
-        if (t->kind == V_CONST) {
-            for (uint64_t k = 0; k < g->rowlen; k++, o++) store(out, d, o, t->value);
-            continue;
+        row_values(g, g->row);
+        const float *v = g->tmp;
+        if (t->dtype == FEATHER_BF16) {
+            uint16_t *o = (uint16_t *)out + r * n;
+            for (uint64_t k = 0; k < n; k++) o[k] = to_bf16(v[k]);
+        } else if (t->dtype == FEATHER_F16) {
+            uint16_t *o = (uint16_t *)out + r * n;
+            for (uint64_t k = 0; k < n; k++) o[k] = feather_f32_to_f16(v[k]);
+        } else {
+            memcpy((float *)out + r * n, v, n * sizeof *v);
         }
-        if (t->kind == V_WEIGHT) {
-            /* Output channels differ in scale (log-normal, sigma 0.35): per-row scales
-             * beat one scale per tensor. */
-            float rs = g->sd * (float)exp(0.35 * normal(&g->r));
-            uint64_t k = 0;
-            const float *col = g->col;
-            while (k < g->rowlen) {
-                /* One draw decides the outliers of the next four values. */
-                uint64_t tail = next64(&g->r);
-                for (int j = 0; j < 4 && k < g->rowlen; j++, k++, o++, tail >>= 16) {
-                    float z = fast_normal(next64(&g->r));
-                    if ((tail & 0xffff) < OUTLIER_THRESHOLD) z *= OUTLIER_FACTOR;
-                    float v = z * rs * (col ? col[k] : 1.0f);
-                    if (d == FEATHER_BF16) ((uint16_t *)out)[o] = feather_f32_to_bf16(v);
-                    else store(out, d, o, v);
-                }
-            }
-            continue;
-        }
-        float base = t->kind == V_NORM ? 1.0f : 0.0f;
-        for (uint64_t k = 0; k < g->rowlen; k++, o++) store(out, d, o, base + g->sd * fast_normal(next64(&g->r)));
     }
 }
 
@@ -682,6 +682,7 @@ static feather_status write_file(const job *j, const char *path, int shard, feat
         }
         gen g;
         if (gen_init(&g, t, j->seed, m->h)) {
+            gen_free(&g);
             st = fail(err, FEATHER_E_NOMEM, "%s: out of memory", path);
             goto fail;
         }
@@ -696,7 +697,7 @@ static feather_status write_file(const job *j, const char *path, int shard, feat
             gen_rows(&g, nr, j->buf);
             st = feather_writer_write(w, j->buf, nr * rowbytes, err);
         }
-        free(g.col);
+        gen_free(&g);
         if (st) goto fail;
     }
     return feather_writer_commit(w, err);
@@ -730,8 +731,8 @@ static int ends_with(const char *s, const char *suf) {
 }
 
 /* The index names each shard by its base name (shards sit beside the index). */
-static feather_status write_index(const model *m, const char *path, char **shard_paths, int overwrite,
-                                  feather_error *err) {
+static feather_status write_index(const model *m, const tspec *const *sorted, const char *path,
+                                  char **shard_paths, feather_error *err) {
     uint64_t total = 0;
     cJSON *root = cJSON_CreateObject(), *md = cJSON_CreateObject(), *wm = cJSON_CreateObject();
     char num[32];
@@ -739,9 +740,9 @@ static feather_status write_index(const model *m, const char *path, char **shard
     for (size_t i = 0; i < m->n; i++) total += m->t[i].nbytes;
     snprintf(num, sizeof num, "%llu", (unsigned long long)total);
     ok = ok && cJSON_AddItemToObject(md, "total_size", cJSON_CreateRaw(num));
-    for (size_t i = 0; i < m->n && ok; i++) {
-        const char *sp = shard_paths[m->t[i].shard], *base = strrchr(sp, '/');
-        ok = cJSON_AddItemToObject(wm, m->t[i].name, cJSON_CreateString(base ? base + 1 : sp)) != 0;
+    for (size_t i = 0; i < m->n && ok; i++) { /* sorted by name, as Hugging Face writes it */
+        const char *sp = shard_paths[sorted[i]->shard], *base = strrchr(sp, '/');
+        ok = cJSON_AddItemToObject(wm, sorted[i]->name, cJSON_CreateString(base ? base + 1 : sp)) != 0;
     }
     if (ok) {
         cJSON_AddItemToObject(root, "metadata", md);
@@ -753,10 +754,6 @@ static feather_status write_index(const model *m, const char *path, char **shard
     cJSON_Delete(md);
     cJSON_Delete(wm);
     if (!text) return fail(err, FEATHER_E_NOMEM, "%s: out of memory", path);
-    if (!overwrite && access(path, F_OK) == 0) {
-        free(text);
-        return fail(err, FEATHER_E_EXISTS, "%s: exists (use --force to replace it)", path);
-    }
     /* Built under a temporary name and renamed, so an index never names missing shards. */
     size_t tl = strlen(path) + 16;
     char *tmp = malloc(tl);
@@ -956,15 +953,17 @@ int main(int argc, char **argv) {
     feather_error err = {0};
     feather_status st = FEATHER_OK;
     double t0 = now_s();
+    if (index && !force && access(index, F_OK) == 0) st = fail(&err, FEATHER_E_EXISTS, "%s: output exists", index);
     unsigned done = 0; /* files this run completed */
-    while (done < shards && !(st = write_file(&j, paths[done], shards > 1 ? (int)done : -1, &err))) done++;
-    if (!st && index) st = write_index(&m, index, paths, force, &err);
+    while (!st && done < shards && !(st = write_file(&j, paths[done], shards > 1 ? (int)done : -1, &err))) done++;
+    if (!st && index) st = write_index(&m, j.sorted, index, paths, &err);
     if (st) {
         /* No half-written sharded model: remove the shards this run completed. */
         if (shards > 1)
             for (unsigned s = 0; s < done; s++) remove(paths[s]);
         err.code = st;
         rc = cli_fail(&err);
+        if (st == FEATHER_E_EXISTS) cli_error("use --force to replace existing outputs");
     } else if (!quiet) {
         double el = now_s() - t0;
         fprintf(stderr, "%s: %s, %zu tensors, %.1f MB in %.2f s (%.0f MB/s)\n", index ? index : paths[0],
