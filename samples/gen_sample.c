@@ -12,6 +12,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -483,7 +484,8 @@ static const family families[] = {
 
 /* Counter-based: value i of a tensor is a hash of (tensor key, i). Every value is
  * independent of the others, so the loop has no serial dependency (fast), and any row range
- * can be produced on its own: the bytes do not depend on chunking. */
+ * can be produced on its own, by any thread: the bytes depend neither on chunking nor on the
+ * number of threads. */
 static inline uint64_t mix64(uint64_t z) { /* the splitmix64 finaliser */
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -491,6 +493,15 @@ static inline uint64_t mix64(uint64_t z) { /* the splitmix64 finaliser */
 }
 
 #define GOLDEN 0x9e3779b97f4a7c15ull
+
+/* The bulk stream: wyrand (a Weyl sequence through one 64x64->128 multiply), evaluated at
+ * position i directly. */
+#define WY_INC 0xa0761d6478bd642full
+static inline uint64_t wy_at(uint64_t key, uint64_t i) {
+    uint64_t x = key + i * WY_INC;
+    __uint128_t m = (__uint128_t)x * (x ^ 0xe7037ed1a0b428dbull);
+    return (uint64_t)(m >> 64) ^ (uint64_t)m;
+}
 
 /* Approximately standard normal from 48 random bits: the sum of four 12-bit uniforms
  * (Irwin-Hall, kurtosis 2.7, resolution 1/2365 of a standard deviation, finer than any
@@ -517,13 +528,16 @@ static inline uint16_t to_bf16(float f) {
     return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
-/* Per-tensor generator: a tensor is produced in chunks of whole rows. */
+/* Per-tensor generator: a tensor is produced in chunks of whole rows, each chunk split
+ * between threads. */
+#define MAX_THREADS 64
+
 typedef struct gen {
     const tspec *t;
     uint64_t key, rkey, ckey;   /* values, row scales, column scales */
-    uint64_t rows, rowlen, row; /* next row */
-    float *col;                 /* per-column scale (V_WEIGHT with >= 2 dims) */
-    float *tmp;                 /* one row in f32 */
+    uint64_t rows, rowlen;
+    float *col;                 /* per-column scale (V_WEIGHT) */
+    float *tmp;                 /* one row in f32 per thread */
     float sd;
 } gen;
 
@@ -531,7 +545,7 @@ typedef struct gen {
 #define OUTLIER_FACTOR 6.0f    /* … six times larger (kurtosis some tens, as in heavy-tailed real layers) */
 #define WEIGHT_SD 0.02f
 
-static int gen_init(gen *g, const tspec *t, uint64_t seed, uint64_t h) {
+static int gen_init(gen *g, const tspec *t, uint64_t seed, uint64_t h, unsigned threads) {
     memset(g, 0, sizeof *g);
     g->t = t;
     uint64_t k = 0xcbf29ce484222325ull; /* FNV-1a of the name, then the seed */
@@ -550,7 +564,7 @@ static int gen_init(gen *g, const tspec *t, uint64_t seed, uint64_t h) {
     case V_PARAM: g->sd = (float)(1.0 / sqrt((double)h)); break;
     default: g->sd = 0; break;
     }
-    g->tmp = malloc((g->rowlen ? g->rowlen : 1) * sizeof *g->tmp);
+    g->tmp = malloc((g->rowlen ? g->rowlen : 1) * threads * sizeof *g->tmp);
     g->col = t->kind == V_WEIGHT ? malloc((g->rowlen ? g->rowlen : 1) * sizeof *g->col) : NULL;
     if (!g->tmp || (t->kind == V_WEIGHT && !g->col)) return -1;
     if (t->kind == V_WEIGHT) {
@@ -570,11 +584,10 @@ static void put_le64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* One row of floats into g->tmp. */
-static void row_values(gen *g, uint64_t row) {
+/* One row of floats into v. */
+static void row_values(const gen *g, uint64_t row, float *v) {
     const tspec *t = g->t;
-    float *v = g->tmp;
-    uint64_t n = g->rowlen, base = g->key + row * n * GOLDEN;
+    uint64_t n = g->rowlen, first = row * n;
     if (t->kind == V_CONST) {
         for (uint64_t k = 0; k < n; k++) v[k] = t->value;
     } else if (t->kind == V_WEIGHT) {
@@ -583,28 +596,28 @@ static void row_values(gen *g, uint64_t row) {
         float rs = g->sd * (float)exp(0.35 * normal(g->rkey, row));
         const float *col = g->col; /* set for every weight (they have >= 2 dims) */
         for (uint64_t k = 0; k < n; k++) {
-            uint64_t u = mix64(base + k * GOLDEN);
+            uint64_t u = wy_at(g->key, first + k);
             float f = (uint32_t)(u >> 48) < OUTLIER_THRESHOLD ? OUTLIER_FACTOR * rs : rs;
             v[k] = fast_normal(u) * f * col[k];
         }
     } else {
         float b = t->kind == V_NORM ? 1.0f : 0.0f, sd = g->sd;
-        for (uint64_t k = 0; k < n; k++) v[k] = b + sd * fast_normal(mix64(base + k * GOLDEN));
+        for (uint64_t k = 0; k < n; k++) v[k] = b + sd * fast_normal(wy_at(g->key, first + k));
     }
 }
 
-/* Produces rows [g->row, g->row + nrows) into out, in the tensor's dtype. */
-static void gen_rows(gen *g, uint64_t nrows, void *out) {
+/* Produces rows [row0, row0 + nrows) into out, in the tensor's dtype; tmp holds a row. */
+static void gen_rows(const gen *g, uint64_t row0, uint64_t nrows, void *out, float *tmp) {
     const tspec *t = g->t;
     uint64_t n = g->rowlen;
-    for (uint64_t r = 0; r < nrows; r++, g->row++) {
+    for (uint64_t r = 0; r < nrows; r++) {
         if (t->kind == V_INDEX) {
             uint64_t last = t->ndim ? t->shape[t->ndim - 1] : 1;
-            for (uint64_t k = 0; k < n; k++) put_le64((uint8_t *)out + 8 * (r * n + k), (g->row * n + k) % last);
+            for (uint64_t k = 0; k < n; k++) put_le64((uint8_t *)out + 8 * (r * n + k), ((row0 + r) * n + k) % last);
             continue;
         }
-        row_values(g, g->row);
-        const float *v = g->tmp;
+        row_values(g, row0 + r, tmp);
+        const float *v = tmp;
         if (t->dtype == FEATHER_BF16) {
             uint16_t *o = (uint16_t *)out + r * n;
             for (uint64_t k = 0; k < n; k++) o[k] = to_bf16(v[k]);
@@ -650,8 +663,43 @@ typedef struct job {
     uint64_t seed;
     int zstd_level;
     int overwrite;
+    unsigned threads;
     void *buf;
 } job;
+
+typedef struct part {
+    const gen *g;
+    uint64_t row0, nrows;
+    void *out;
+    float *tmp;
+} part;
+
+static void *part_run(void *arg) {
+    part *p = arg;
+    gen_rows(p->g, p->row0, p->nrows, p->out, p->tmp);
+    return NULL;
+}
+
+/* Rows [row0, row0 + nrows) into out, split between up to 'threads' threads when there is
+ * enough work to pay for starting them. */
+static void gen_chunk(const gen *g, uint64_t row0, uint64_t nrows, void *out, unsigned threads) {
+    uint64_t rowbytes = g->rowlen * (feather_dtype_bits(g->t->dtype) / 8);
+    uint64_t want = nrows * g->rowlen / (1u << 16); /* one thread per 64K values */
+    unsigned nt = want < threads ? (unsigned)(want ? want : 1) : threads;
+    if (nt > nrows) nt = (unsigned)nrows;
+    part parts[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (unsigned i = 0; i < nt; i++) {
+        uint64_t a = nrows * i / nt, b = nrows * (i + 1) / nt;
+        parts[i] = (part){g, row0 + a, b - a, (uint8_t *)out + a * rowbytes, g->tmp + (uint64_t)i * g->rowlen};
+    }
+    for (unsigned i = 1; i < nt; i++) started[i] = pthread_create(&tid[i], NULL, part_run, &parts[i]) == 0;
+    for (unsigned i = 0; i < nt; i++)
+        if (i == 0 || !started[i]) part_run(&parts[i]); /* a thread that did not start: do it here */
+    for (unsigned i = 1; i < nt; i++)
+        if (started[i]) pthread_join(tid[i], NULL);
+}
 
 /* Writes the tensors of one shard (or all of them: shard < 0) to path. */
 static feather_status write_file(const job *j, const char *path, int shard, feather_error *err) {
@@ -681,7 +729,7 @@ static feather_status write_file(const job *j, const char *path, int shard, feat
             goto fail;
         }
         gen g;
-        if (gen_init(&g, t, j->seed, m->h)) {
+        if (gen_init(&g, t, j->seed, m->h, j->threads)) {
             gen_free(&g);
             st = fail(err, FEATHER_E_NOMEM, "%s: out of memory", path);
             goto fail;
@@ -694,7 +742,7 @@ static feather_status write_file(const job *j, const char *path, int shard, feat
                 st = fail(err, FEATHER_E_CANCELLED, "%s: interrupted", path);
                 break;
             }
-            gen_rows(&g, nr, j->buf);
+            gen_chunk(&g, r, nr, j->buf, j->threads);
             st = feather_writer_write(w, j->buf, nr * rowbytes, err);
         }
         gen_free(&g);
@@ -790,6 +838,7 @@ static void usage(void) {
            "                    which names the index (NAME.safetensors.index.json)\n"
            "  --zstd            write OUT.zst, zstd-compressed\n"
            "  --force           replace existing output files\n"
+           "  -j N              threads (default: one per core; the bytes do not depend on it)\n"
            "  -n, --dry-run     print the tensor count and size, write nothing\n"
            "  -q                no summary line\n"
            "  --list            list the families\n"
@@ -814,7 +863,7 @@ static double now_s(void) {
 int main(int argc, char **argv) {
     cli_prog = "feather-sample";
     const char *fam_name = NULL, *out = NULL;
-    unsigned long long hidden = 64, blocks = 2, seed = 0, shards = 1;
+    unsigned long long hidden = 64, blocks = 2, seed = 0, shards = 1, threads = 0;
     int zstd = 0, force = 0, dry = 0, quiet = 0;
     feather_dtype dtype = FEATHER_BF16;
 
@@ -853,6 +902,10 @@ int main(int argc, char **argv) {
             NEED_ARG();
             if (cli_parse_uint(argv[++i], 99999, &shards) || shards == 0)
                 return cli_usage_error("--shards takes a number from 1 to 99999");
+        } else if (!strcmp(a, "-j")) {
+            NEED_ARG();
+            if (cli_parse_uint(argv[++i], MAX_THREADS, &threads) || threads == 0)
+                return cli_usage_error("-j takes a number of threads from 1 to %d", MAX_THREADS);
         } else if (!strcmp(a, "--zstd")) zstd = 1;
         else if (!strcmp(a, "--force")) force = 1;
         else if (!strcmp(a, "-n") || !strcmp(a, "--dry-run")) dry = 1;
@@ -866,6 +919,10 @@ int main(int argc, char **argv) {
     if (!fam) return cli_usage_error("unknown family '%s' (--list shows the families)", fam_name);
     if (!out && !dry) return cli_usage_error("no output given (-o OUT)");
     if (shards > 1 && zstd) return cli_usage_error("--shards and --zstd cannot be combined");
+    if (!threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (unsigned long long)n;
+    }
 
     model m;
     memset(&m, 0, sizeof m);
@@ -949,7 +1006,8 @@ int main(int argc, char **argv) {
     qsort(sorted, m.n, sizeof *sorted, by_name);
 
     cli_install_signals();
-    job j = {.m = &m, .sorted = (const tspec *const *)sorted, .seed = seed, .overwrite = force, .buf = buf};
+    job j = {.m = &m, .sorted = (const tspec *const *)sorted, .seed = seed, .overwrite = force,
+             .threads = (unsigned)threads, .buf = buf};
     feather_error err = {0};
     feather_status st = FEATHER_OK;
     double t0 = now_s();

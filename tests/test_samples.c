@@ -434,6 +434,22 @@ TEST(samples_same_seed_same_bytes) {
     feather_close(rc);
 }
 
+/* Threads and chunking (4 MB) do not change the bytes: a model whose largest tensors span
+ * two chunks, made with one thread and with three. */
+TEST(samples_threads_do_not_change_bytes) {
+    PATH(a, "j1.safetensors");
+    PATH(b, "j3.safetensors");
+    REQUIRE(sample(a, "--family llm --hidden 512 --blocks 1 --dtype f32 -j 1") == 0);
+    REQUIRE(sample(b, "--family llm --hidden 512 --blocks 1 --dtype f32 -j 3") == 0);
+    size_t la, lb;
+    unsigned char *da = slurp(a, &la), *db = slurp(b, &lb);
+    REQUIRE(da && db);
+    CHECK(la > 16u << 20);
+    CHECK(la == lb && !memcmp(da, db, la));
+    free(da);
+    free(db);
+}
+
 /* A tensor's values depend on the seed and its name only: a deeper model shares the
  * shallower one's blocks byte for byte. */
 TEST(samples_tensors_independent_of_model_size) {
