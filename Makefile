@@ -106,7 +106,7 @@ uninstall:
 SAMPLE_BIN := $(BUILD)/feather-sample
 .PHONY: samples
 samples: $(SAMPLE_BIN)
-test: samples
+all: samples
 
 $(BUILD)/obj/samples/%.o: samples/%.c src/cli/common.h $(wildcard include/feather/*.h)
 	@mkdir -p $(@D)
