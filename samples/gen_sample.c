@@ -594,7 +594,7 @@ static void row_values(const gen *g, uint64_t row, float *v) {
         /* Output channels differ in scale (log-normal, sigma 0.35): per-row scales beat one
          * scale per tensor. The top 16 bits of each draw pick the outliers. */
         float rs = g->sd * (float)exp(0.35 * normal(g->rkey, row));
-        const float *col = g->col; /* set for every weight (they have >= 2 dims) */
+        const float *col = g->col; /* allocated for every weight */
         for (uint64_t k = 0; k < n; k++) {
             uint64_t u = wy_at(g->key, first + k);
             float f = (uint32_t)(u >> 48) < OUTLIER_THRESHOLD ? OUTLIER_FACTOR * rs : rs;
