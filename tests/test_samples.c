@@ -692,3 +692,12 @@ TEST(batch_convert_counts_skips_and_failures) {
     CHECK_EQ_U(test_run("FEATHER_CONVERT='%s' sh %s '%s/missing'", stub_path, script, test_tmpdir()), 2);
     CHECK_EQ_U(test_run("FEATHER_CONVERT='%s/none' sh %s '%s/in'", test_tmpdir(), script, test_tmpdir()), 2);
 }
+
+TEST(batch_convert_is_shellcheck_clean) {
+    if (test_run("command -v shellcheck") != 0) {
+        test_skip("shellcheck is not installed (apt-get install shellcheck)");
+        return;
+    }
+    if (test_run("shellcheck samples/batch-convert.sh") != 0)
+        test_fail(__FILE__, __LINE__, "shellcheck: %s", test_cmd_output());
+}
