@@ -153,3 +153,16 @@ $(SCALE_BENCH): $(BUILD)/bench/%: bench/%.c $(LIB) $(wildcard include/feather/*.
 # the scale kernels and their tests share an internal header
 $(BUILD)/obj/scale.o $(BUILD)/obj/scale_avx2.o $(BUILD)/obj/scale_avx512.o \
 $(BUILD)/obj/tests/test_scale.o: src/scale_internal.h
+
+# ---- sample checkpoints (synthetic models of each family, for tests and the demo) ----
+SAMPLE_BIN := $(BUILD)/feather-sample
+.PHONY: samples
+samples: $(SAMPLE_BIN)
+all: samples
+
+$(BUILD)/obj/samples/%.o: samples/%.c src/cli/common.h $(wildcard include/feather/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(SAMPLE_BIN): $(BUILD)/obj/samples/gen_sample.o $(CLI_COMMON) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
