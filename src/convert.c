@@ -609,7 +609,15 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     res->bytes_out = feather_plan_bytes_out(c.plan);
 
     int sharded = feather_shard_count(c.r) > 1 || has_suffix(output, ".index.json");
-    struct stat sb;
+    struct stat sb, si;
+    if (stat(output, &sb) == 0)
+        for (unsigned s = 0; s <= feather_shard_count(c.r); s++) {
+            const char *p = s ? feather_shard_path(c.r, s - 1) : input;
+            if (stat(p, &si) == 0 && si.st_dev == sb.st_dev && si.st_ino == sb.st_ino) {
+                st = feather_fail(err, FEATHER_E_ARG, "%s: the output is the input file %s", output, p);
+                goto out_plan;
+            }
+        }
     if (!o->overwrite && stat(output, &sb) == 0) {
         int fresh;
         if ((st = up_to_date(&c, output, &fresh))) goto out_plan;
@@ -649,8 +657,8 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     unsigned committed = 0;
     for (unsigned s = 0; s < ns; s++) {
         if (!w[s]) continue;
-        if (!st && !(st = feather_writer_commit(w[s], err))) committed = s + 1;
-        else if (w[s] && st) feather_writer_abort(w[s]);
+        if (st) feather_writer_abort(w[s]);                    /* commit and abort both free */
+        else if (!(st = feather_writer_commit(w[s], err))) committed = s + 1;
         w[s] = NULL;
     }
     if (!st && sharded) st = write_index(&c, output, paths);

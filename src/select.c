@@ -15,7 +15,9 @@
 #define B0 "(^|\\.)"
 #define B1 "(\\.|$)"
 
-static const char *const flux_detect[] = {B0 "double_blocks\\.[0-9]+\\.img_attn\\.", B0 "single_blocks\\.[0-9]+\\.linear1\\.", NULL};
+/* Flux in its original (BFL) names or in diffusers names. */
+static const char *const flux_detect[] = {B0 "(double_blocks\\.[0-9]+\\.img_attn\\.|single_transformer_blocks\\.[0-9]+\\.)",
+                                          B0 "(single_blocks\\.[0-9]+\\.linear1\\.|transformer_blocks\\.[0-9]+\\.norm1_context\\.)", NULL};
 static const char *const qwen_detect[] = {B0 "transformer_blocks\\.[0-9]+\\.img_mod\\.", B0 "transformer_blocks\\.[0-9]+\\.txt_mod\\.", NULL};
 static const char *const wan_detect[] = {B0 "blocks\\.[0-9]+\\.self_attn\\.q\\.", B0 "blocks\\.[0-9]+\\.cross_attn\\.", NULL};
 static const char *const sd3_detect[] = {B0 "joint_blocks\\.[0-9]+\\.x_block\\.", NULL};
@@ -31,7 +33,10 @@ static const feather_preset presets[] = {
      B0 "(img_in|txt_in|time_in|vector_in|guidance_in|final_layer)" B1 "|" B0 "(img_mod|txt_mod|modulation|adaLN_modulation)" B1},
     {"flux", "Flux.1: keeps img_in, time_in, vector_in, guidance_in, txt_in, final_layer and every modulation layer (img_mod, txt_mod, modulation, adaLN)",
      flux_detect,
-     B0 "(img_in|time_in|vector_in|guidance_in|txt_in|final_layer)" B1 "|" B0 "(img_mod|txt_mod|modulation|adaLN_modulation)" B1},
+     B0 "(img_in|time_in|vector_in|guidance_in|txt_in|final_layer)" B1 "|" B0 "(img_mod|txt_mod|modulation|adaLN_modulation)" B1
+     /* diffusers names: embedders, the output norm/projection and the adaLN linears */
+     "|" B0 "(x_embedder|context_embedder|time_text_embed|norm_out)" B1 "|^(transformer\\.)?proj_out\\."
+     "|" B0 "(norm1|norm1_context|norm)\\.linear\\."},
     {"qwen-image", "Qwen-Image: keeps time_text_embed, img_in, txt_in, norm_out, proj_out, img_mod, txt_mod",
      qwen_detect,
      B0 "(time_text_embed|img_in|txt_in|norm_out|proj_out|img_mod|txt_mod)" B1},
@@ -128,6 +133,11 @@ static const feather_tensor *find_scale(feather_reader *r, const char *wname) {
     return feather_find(r, buf);
 }
 
+/* Embedding tables are lookups, not matmuls: they stay as they are. */
+#define EMBEDDING_RE B0 "(embed_tokens|embed_positions|tok_embeddings|word_embeddings|position_embeddings|" \
+                     "token_type_embeddings|wte|wpe|shared|embedding|embeddings|token_embedding|" \
+                     "pos_embedding|position_embedding)\\.weight$"
+
 static int is_float16_or_32(feather_dtype d) { return d == FEATHER_F16 || d == FEATHER_BF16 || d == FEATHER_F32; }
 
 /* Whether the input is a feather packed file: its fp8 weights are [K/16, N, 16]. */
@@ -166,7 +176,7 @@ static feather_status check_options(const feather_convert_options *o, feather_er
 
 /* Decides one tensor. regexes: exclude[], include[], keep (preset, may be NULL). */
 static void decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
-                   const regex_t *inc, const regex_t *exc, const regex_t *keep,
+                   const regex_t *inc, const regex_t *exc, const regex_t *keep, const regex_t *embedding,
                    const char *preset, int packed_in) {
     const feather_tensor *t = e->tensor;
     char shp[128];
@@ -193,6 +203,10 @@ static void decide(feather_reader *r, feather_plan_entry *e, const feather_conve
         k = t->shape[1];
     } else {
         set(e, FEATHER_KEEP, "%u-D %s %s (only 2-D linear weights are converted)", t->ndim, dt, shp);
+        return;
+    }
+    if (name_matches(embedding, t->name)) {
+        set(e, FEATHER_KEEP, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
         return;
     }
     for (size_t i = 0; i < o->nexclude; i++)
@@ -261,9 +275,9 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
 
     struct feather_plan *p = calloc(1, sizeof *p);
     regex_t *inc = calloc(o->ninclude + 1, sizeof *inc), *exc = calloc(o->nexclude + 1, sizeof *exc);
-    regex_t keep;
+    regex_t keep, embedding;
     size_t ninc = 0, nexc = 0;
-    int have_keep = 0;
+    int have_keep = 0, have_emb = 0;
     if (!p || !inc || !exc) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
     for (; ninc < o->ninclude; ninc++)
         if ((st = compile_re(&inc[ninc], o->include[ninc], "--include", err))) goto done;
@@ -273,6 +287,8 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         if ((st = compile_re(&keep, pre->keep, "preset", err))) goto done;
         have_keep = 1;
     }
+    if ((st = compile_re(&embedding, EMBEDDING_RE, "embedding rule", err))) goto done;
+    have_emb = 1;
     p->preset = pre ? pre->name : "none";
     p->n = feather_count(r);
     p->e = calloc(p->n ? p->n : 1, sizeof *p->e);
@@ -280,7 +296,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     int packed_in = input_is_packed(r);
     for (size_t i = 0; i < p->n; i++) {
         p->e[i].tensor = feather_tensor_at(r, i);
-        decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, p->preset, packed_in);
+        decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, &embedding, p->preset, packed_in);
     }
     /* Scale tensors consumed by a repacked/requantised weight, and metadata tensors that the
      * output regenerates, are dropped from the copy. */
@@ -322,6 +338,7 @@ done:
     for (size_t i = 0; i < ninc; i++) regfree(&inc[i]);
     for (size_t i = 0; i < nexc; i++) regfree(&exc[i]);
     if (have_keep) regfree(&keep);
+    if (have_emb) regfree(&embedding);
     free(inc);
     free(exc);
     if (st) {

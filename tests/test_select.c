@@ -138,28 +138,30 @@ TEST(select_errors_are_one_line) {
 
 /* Each family's signature tensors select its preset. */
 TEST(select_detects_every_family) {
-    static const struct { const char *family, *a, *b, *kept; } fam[] = {
-        {"flux", "double_blocks.0.img_attn.qkv.weight", "single_blocks.0.linear1.weight", "guidance_in.in_layer.weight"},
-        {"qwen-image", "transformer_blocks.0.img_mod.1.weight", "transformer_blocks.0.txt_mod.1.weight", "time_text_embed.timestep_embedder.linear_1.weight"},
-        {"wan", "blocks.0.self_attn.q.weight", "blocks.0.cross_attn.k.weight", "time_projection.1.weight"},
-        {"sd3", "joint_blocks.0.x_block.attn.qkv.weight", "joint_blocks.0.context_block.attn.qkv.weight", "context_embedder.weight"},
-        {"sdxl", "model.diffusion_model.input_blocks.1.1.proj_in.weight", "model.diffusion_model.middle_block.1.proj_in.weight", "model.diffusion_model.label_emb.0.0.weight"},
-        {"hunyuan-video", "double_blocks.0.img_attn_qkv.weight", "single_blocks.0.linear1.weight", "vector_in.in_layer.weight"},
-        {"z-image", "noise_refiner.0.attention.qkv.weight", "context_refiner.0.attention.qkv.weight", "cap_embedder.1.weight"},
+    /* a and b carry the family's signature, kept must be kept, conv must be converted */
+    static const struct { const char *family, *a, *b, *kept, *conv; } fam[] = {
+        {"flux", "double_blocks.0.img_attn.qkv.weight", "single_blocks.0.linear1.weight", "guidance_in.in_layer.weight", "double_blocks.0.img_mlp.0.weight"},
+        {"qwen-image", "transformer_blocks.0.img_mod.1.weight", "transformer_blocks.0.txt_mod.1.weight", "time_text_embed.timestep_embedder.linear_1.weight", "transformer_blocks.0.attn.to_q.weight"},
+        {"wan", "blocks.0.self_attn.q.weight", "blocks.0.cross_attn.k.weight", "time_projection.1.weight", "blocks.0.ffn.0.weight"},
+        {"sd3", "joint_blocks.0.x_block.attn.qkv.weight", "joint_blocks.0.context_block.attn.qkv.weight", "context_embedder.weight", "joint_blocks.0.x_block.mlp.fc1.weight"},
+        {"sdxl", "model.diffusion_model.input_blocks.1.1.proj_in.weight", "model.diffusion_model.middle_block.1.proj_in.weight", "model.diffusion_model.label_emb.0.0.weight", "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn1.to_q.weight"},
+        {"hunyuan-video", "double_blocks.0.img_attn_qkv.weight", "single_blocks.0.linear1.weight", "vector_in.in_layer.weight", "double_blocks.0.img_mlp.fc1.weight"},
+        {"z-image", "noise_refiner.0.attention.qkv.weight", "context_refiner.0.attention.qkv.weight", "cap_embedder.1.weight", "layers.0.feed_forward.w1.weight"},
     };
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
         const char *path = test_path("fam.safetensors");
         const tspec t[] = {{fam[f].a, FEATHER_F16, 2, {64, 64}}, {fam[f].b, FEATHER_F16, 2, {64, 64}},
-                           {fam[f].kept, FEATHER_F16, 2, {64, 64}}};
-        REQUIRE(tu_write_model(path, t, 3, 1, NULL) == 0);
+                           {fam[f].kept, FEATHER_F16, 2, {64, 64}}, {fam[f].conv, FEATHER_F16, 2, {64, 64}}};
+        REQUIRE(tu_write_model(path, t, 4, 1, NULL) == 0);
         feather_convert_options o;
         feather_convert_defaults(&o);
         feather_reader *r;
         feather_plan *p = plan_for(path, &o, &r);
+        if (!p) test_fail(__FILE__, __LINE__, "family %s", fam[f].family);
         REQUIRE(p);
         if (strcmp(feather_plan_preset(p), fam[f].family))
             test_fail(__FILE__, __LINE__, "%s detected as %s", fam[f].family, feather_plan_preset(p));
-        CHECK(entry(p, fam[f].a)->action == FEATHER_CONVERT);
+        CHECK(entry(p, fam[f].conv)->action == FEATHER_CONVERT);
         if (entry(p, fam[f].kept)->action != FEATHER_KEEP)
             test_fail(__FILE__, __LINE__, "%s: %s not kept", fam[f].family, fam[f].kept);
         feather_plan_free(p);

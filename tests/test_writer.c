@@ -110,6 +110,7 @@ static feather_status write_model(const char *path, const feather_write_options 
     for (size_t i = 0; i < n; i++)
         if ((st = feather_writer_tensor(w, ts[i].name, ts[i].dtype, ts[i].ndim, ts[i].shape, err)))
             goto fail;
+    feather_writer_sort(w); /* the reference writer's order, for the golden bytes */
     if ((st = feather_writer_begin(w, err))) goto fail;
     uint64_t total = 0;
     for (size_t i = 0; i < feather_writer_count(w); i++) total += feather_writer_nbytes_at(w, i);
@@ -282,6 +283,7 @@ TEST(writer_layout_order_and_offsets) {
     REQUIRE(feather_writer_open(&w, path, NULL, &err) == FEATHER_OK);
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         CHECK(feather_writer_tensor(w, ts[i].name, ts[i].dtype, ts[i].ndim, ts[i].shape, &err) == 0);
+    feather_writer_sort(w);
     REQUIRE(feather_writer_begin(w, &err) == FEATHER_OK);
     REQUIRE(feather_writer_count(w) == sizeof want / sizeof want[0]);
     uint64_t total = 0;
@@ -975,4 +977,43 @@ TEST(writer_zstd_deterministic) {
     CHECK_EQ_U(frames, 1);
     free(bd);
     free(be);
+}
+
+/* Without feather_writer_sort the file keeps the declaration order (a converter writes each
+ * tensor as it produces it), and a reserved metadata value is filled in at the end. */
+TEST(writer_declaration_order_and_reserved_metadata) {
+    const char *path = test_path("decl.safetensors");
+    feather_error err = {0};
+    feather_writer *w;
+    REQUIRE(feather_writer_open(&w, path, NULL, &err) == FEATHER_OK);
+    uint64_t s4[1] = {4}, s2[1] = {2};
+    REQUIRE(feather_writer_tensor(w, "b", FEATHER_U8, 1, s4, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_tensor(w, "a", FEATHER_F32, 1, s2, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_metadata_reserve(w, "late", 16, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_metadata(w, "early", "x", &err) == FEATHER_OK);
+    REQUIRE(feather_writer_begin(w, &err) == FEATHER_OK);
+    CHECK(!strcmp(feather_writer_name_at(w, 0), "b") && !strcmp(feather_writer_name_at(w, 1), "a"));
+    CHECK(feather_writer_metadata_fill(w, "late", "short", &err) == FEATHER_E_ARG);
+    CHECK(feather_writer_metadata_fill(w, "early", "x", &err) == FEATHER_E_ARG);
+    CHECK(feather_writer_metadata_fill(w, "late", "0123456789abcde\"", &err) == FEATHER_E_ARG);
+    const uint8_t data[12] = {1, 2, 3, 4, 0, 0, 128, 63, 0, 0, 0, 64};
+    REQUIRE(feather_writer_write(w, data, sizeof data, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_metadata_fill(w, "late", "fedcba9876543210", &err) == FEATHER_OK);
+    REQUIRE(feather_writer_commit(w, &err) == FEATHER_OK);
+    feather_reader *r;
+    REQUIRE(feather_open(&r, path, 0, &err) == FEATHER_OK);
+    CHECK(!strcmp(feather_metadata_get(r, 0, "late"), "fedcba9876543210"));
+    CHECK(!strcmp(feather_tensor_at(r, 0)->name, "b") && feather_tensor_at(r, 0)->begin == 0);
+    const void *d;
+    REQUIRE(feather_tensor_data(r, feather_find(r, "a"), &d, &err) == FEATHER_OK);
+    CHECK(!memcmp(d, data + 4, 8));
+    feather_close(r);
+    /* Committing with a reserved value never filled is refused and leaves nothing. */
+    const char *p2 = test_path("unfilled.safetensors");
+    REQUIRE(feather_writer_open(&w, p2, NULL, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_metadata_reserve(w, "late", 4, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_begin(w, &err) == FEATHER_OK);
+    CHECK(feather_writer_commit(w, &err) == FEATHER_E_ARG);
+    CHECK_STR_CONTAINS(err.message, "never filled");
+    CHECK(access(p2, F_OK) != 0);
 }
