@@ -186,7 +186,16 @@ int main(int argc, char **argv) {
     const char *output = NULL;
     int quiet = 0, json = 0, plan = 0, zstd = 0;
     unsigned long long threads = 0;
-    if (!inputs || !inc || !exc) return FEATHER_EXIT_INPUT;
+    int worst = 0;
+    char *cmd = NULL;
+    feather_ctx *ctx = NULL;
+    cJSON *jroot = NULL;
+#define USAGE(...)                                                                         \
+    do {                                                                                   \
+        worst = cli_usage_error(__VA_ARGS__);                                              \
+        goto done;                                                                         \
+    } while (0)
+    if (!inputs || !inc || !exc) { worst = FEATHER_EXIT_INPUT; goto done; }
     o.include = inc;
     o.exclude = exc;
 
@@ -195,11 +204,11 @@ int main(int argc, char **argv) {
         unsigned long long v;
 #define NEED_ARG()                                                                         \
     do {                                                                                   \
-        if (i + 1 >= argc) return cli_usage_error("option '%s' needs an argument", a);     \
+        if (i + 1 >= argc) USAGE("option '%s' needs an argument", a);                     \
     } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
-        else if (!strcmp(a, "--version")) { cli_print_version(); return 0; }
-        else if (!strcmp(a, "--list-presets")) { list_presets(); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); goto done; }
+        else if (!strcmp(a, "--version")) { cli_print_version(); goto done; }
+        else if (!strcmp(a, "--list-presets")) { list_presets(); goto done; }
         else if (!strcmp(a, "-o")) { NEED_ARG(); output = argv[++i]; }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--json")) json = 1;
@@ -213,63 +222,63 @@ int main(int argc, char **argv) {
             NEED_ARG();
             feather_error err = {0};
             if (feather_scale_parse(argv[++i], &o.quant.mode, &o.quant.group, &err))
-                return cli_usage_error("--scale: %s", err.message);
+                USAGE("--scale: %s", err.message);
         } else if (!strcmp(a, "--grid")) {
             NEED_ARG();
             if (cli_parse_uint(argv[++i], 4096, &v) || v == 0)
-                return cli_usage_error("--grid takes a number of candidates from 1 to 4096");
+                USAGE("--grid takes a number of candidates from 1 to 4096");
             o.quant.grid = (unsigned)v;
         } else if (!strcmp(a, "--format")) {
             NEED_ARG();
             const char *f = argv[++i];
             if (!strcmp(f, "e5m2")) o.quant.format = FEATHER_FP8_E5M2;
             else if (!strcmp(f, "e4m3fn") || !strcmp(f, "e4m3")) o.quant.format = FEATHER_FP8_E4M3FN;
-            else return cli_usage_error("--format takes e5m2 or e4m3fn, not '%s'", f);
+            else USAGE("--format takes e5m2 or e4m3fn, not '%s'", f);
         } else if (!strcmp(a, "--layout")) {
             NEED_ARG();
             const char *l = argv[++i];
             if (!strcmp(l, "packed")) o.layout = FEATHER_LAYOUT_PACKED;
             else if (!strcmp(l, "comfy")) o.layout = FEATHER_LAYOUT_COMFY;
-            else return cli_usage_error("--layout takes packed or comfy, not '%s'", l);
+            else USAGE("--layout takes packed or comfy, not '%s'", l);
         } else if (!strcmp(a, "-j") || !strncmp(a, "-j", 2)) {
             const char *val = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
             if (!val || cli_parse_uint(val, 1024, &threads) || threads == 0)
-                return cli_usage_error("-j takes a number of threads from 1 to 1024");
+                USAGE("-j takes a number of threads from 1 to 1024");
         } else if (!strcmp(a, "--device")) {
             NEED_ARG();
-            if (parse_device(argv[++i], &o.device)) return cli_usage_error("--device takes auto, cpu or gpu");
+            if (parse_device(argv[++i], &o.device)) USAGE("--device takes auto, cpu or gpu");
         } else if (!strcmp(a, "--zstd")) {
             zstd = 1;
         } else if (!strncmp(a, "--zstd=", 7)) {
-            if (cli_parse_uint(a + 7, 22, &v) || v == 0) return cli_usage_error("--zstd=LEVEL takes a level from 1 to 22");
+            if (cli_parse_uint(a + 7, 22, &v) || v == 0) USAGE("--zstd=LEVEL takes a level from 1 to 22");
             zstd = 1;
             o.zstd_level = (int)v;
         } else if (!strcmp(a, "--zstd-threads")) {
             NEED_ARG();
-            if (cli_parse_uint(argv[++i], 256, &v)) return cli_usage_error("--zstd-threads takes a number from 0 to 256");
+            if (cli_parse_uint(argv[++i], 256, &v)) USAGE("--zstd-threads takes a number from 0 to 256");
             o.zstd_threads = (int)v;
         } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error("unknown option '%s'", a);
+            USAGE("unknown option '%s'", a);
         } else {
             inputs[ninputs++] = a;
         }
     }
-    if (!ninputs) return cli_usage_error("no input given");
+    if (!ninputs) USAGE("no input given");
     if (o.quant.format == FEATHER_FP8_E4M3FN && o.layout == FEATHER_LAYOUT_PACKED)
-        return cli_usage_error("--format e4m3fn needs --layout comfy (the packed layout is e5m2 only)");
+        USAGE("--format e4m3fn needs --layout comfy (the packed layout is e5m2 only)");
     size_t olen = output ? strlen(output) : 0;
     struct stat st;
     int out_is_dir = output && (output[olen - 1] == '/' || (stat(output, &st) == 0 && S_ISDIR(st.st_mode)));
     if (output && ninputs > 1 && !out_is_dir)
-        return cli_usage_error("-o names one file, but %zu inputs were given: use -o DIR/", ninputs);
+        USAGE("-o names one file, but %zu inputs were given: use -o DIR/", ninputs);
 
     cli_install_signals();
-    char *cmd = command_line(argc, argv);
+    cmd = command_line(argc, argv);
     o.command_line = cmd;
-    feather_ctx *ctx = feather_ctx_new((int)threads);
-    if (!ctx) return FEATHER_EXIT_INPUT;
-    cJSON *jroot = cJSON_CreateObject(), *jfiles = cJSON_CreateArray();
-    int worst = 0;
+    ctx = feather_ctx_new((int)threads);
+    if (!ctx) { worst = FEATHER_EXIT_INPUT; goto done; }
+    jroot = cJSON_CreateObject();
+    cJSON *jfiles = cJSON_CreateArray();
 
     for (size_t n = 0; n < ninputs; n++) {
         int rc;
@@ -352,6 +361,8 @@ int main(int argc, char **argv) {
         if (t) puts(t);
         free(t);
     }
+    if (!json) cJSON_Delete(jfiles);
+done:
     cJSON_Delete(jroot);
     feather_ctx_free(ctx);
     free(cmd);
