@@ -80,7 +80,19 @@ check-asan: deps
 		LDFLAGS="-fsanitize=address,undefined" test
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-clang samples/out
+
+# ---- demo: a small Flux-shaped checkpoint, converted, inspected and verified ----
+DEMO := samples/out/flux-demo.safetensors
+demo: deps
+	$(MAKE) all
+	@mkdir -p samples/out
+	$(BUILD)/feather-sample --family flux --dtype bf16 --hidden 256 --blocks 2 -o $(DEMO)
+	$(BUILD)/feather-convert --plan $(DEMO) | tail -n 4
+	$(BUILD)/feather-convert --force $(DEMO)
+	$(BUILD)/feather-verify --info samples/out/flux-demo-fp8e5m2.safetensors | head -n 30
+	@if $(BUILD)/feather-verify --help 2>/dev/null | grep -q -- --reference; then \
+		$(BUILD)/feather-verify --reference $(DEMO) samples/out/flux-demo-fp8e5m2.safetensors; fi
 
 # ---- reader: fuzzing the header parser, open benchmark ----
 # libFuzzer (clang) over feather_check_header and an in-memory open; runs on a copy of the seed
