@@ -352,3 +352,80 @@ TEST(convert_cli_interrupt_leaves_nothing) {
     }
     test_skip("the conversion finished before the signal three times");
 }
+
+/* samples/batch-convert.sh with the real converter: a directory with two models, a sharded
+ * one and a broken file; a second run resumes (skips everything that is done). */
+TEST(convert_batch_script_converts_in_parallel_and_resumes) {
+    char dir[1024], out[1024], sample[1100];
+    snprintf(dir, sizeof dir, "%s", test_path("models"));
+    snprintf(out, sizeof out, "%s", test_path("converted"));
+    snprintf(sample, sizeof sample, "%s/feather-sample", test_bindir());
+    REQUIRE(test_run("mkdir -p %s/sub && %s --family wan -o %s/wan.safetensors && "
+                     "%s --family flux -o %s/sub/flux.safetensors && "
+                     "%s --family qwen-image --shards 2 -o %s/qwen.safetensors.index.json && "
+                     "printf 'garbage' > %s/broken.safetensors",
+                     dir, sample, dir, sample, dir, sample, dir, dir) == 0);
+    int rc = test_run("FEATHER_CONVERT=%s/feather-convert sh samples/batch-convert.sh -j 2 -o %s %s",
+                      test_bindir(), out, dir);
+    CHECK_EQ_U(rc, 2); /* the broken file failed, the rest converted */
+    CHECK_STR_CONTAINS(test_cmd_output(), "3 converted, 0 skipped, 1 failed");
+    char p[1200];
+    snprintf(p, sizeof p, "%s/sub/flux-fp8e5m2.safetensors", out);
+    feather_reader *r;
+    feather_error err = {0};
+    CHECK(feather_open(&r, p, 0, &err) == FEATHER_OK && (feather_close(r), 1));
+    snprintf(p, sizeof p, "%s/qwen-fp8e5m2.safetensors.index.json", out);
+    if (feather_open(&r, p, 0, &err) != FEATHER_OK) test_fail(__FILE__, __LINE__, "%s", err.message);
+    else {
+        CHECK_EQ_U(feather_shard_count(r), 2);
+        feather_close(r);
+    }
+    snprintf(p, sizeof p, "%s/batch-summary.json", out);
+    size_t len;
+    char *sum = (char *)tu_read_file(p, &len);
+    REQUIRE(sum);
+    CHECK(strstr(sum, "\"status\":") && strstr(sum, "broken.safetensors"));
+    free(sum);
+    rc = test_run("FEATHER_CONVERT=%s/feather-convert sh samples/batch-convert.sh -j 2 -o %s %s",
+                  test_bindir(), out, dir);
+    CHECK_EQ_U(rc, 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 3 skipped, 1 failed");
+}
+
+TEST(convert_sharded_and_zst_inputs_and_outputs) {
+    char dir[1024], sample[1100];
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    snprintf(sample, sizeof sample, "%s/feather-sample", test_bindir());
+    REQUIRE(test_run("%s --family sd3 --shards 3 -o %s/m.safetensors.index.json && "
+                     "%s --family sdxl --zstd -o %s/x.safetensors", sample, dir, sample, dir) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    feather_convert_result res;
+    feather_error err = {0};
+    char in[1200], outp[1200];
+    snprintf(in, sizeof in, "%s/m.safetensors.index.json", dir);
+    REQUIRE(feather_default_output(in, NULL, FEATHER_FP8_E5M2, 0, outp, sizeof outp, &err) == FEATHER_OK);
+    CHECK_STR_CONTAINS(outp, "m-fp8e5m2.safetensors.index.json");
+    feather_status st = feather_convert(ctx, in, outp, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    feather_reader *a, *b;
+    REQUIRE(feather_open(&a, in, 0, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&b, outp, 0, &err) == FEATHER_OK);
+    CHECK_EQ_U(feather_shard_count(b), 3);
+    CHECK(!strcmp(feather_metadata_get(b, 0, "feather.layout"), "packed"));
+    /* every input tensor is in the output, converted or not */
+    for (size_t i = 0; i < feather_count(a); i++) CHECK(feather_find(b, feather_tensor_at(a, i)->name) != NULL);
+    feather_close(a);
+    feather_close(b);
+    /* .zst in, .zst out; the output decompresses to a valid checkpoint */
+    snprintf(in, sizeof in, "%s/x.safetensors.zst", dir);
+    REQUIRE(feather_default_output(in, NULL, FEATHER_FP8_E5M2, 1, outp, sizeof outp, &err) == FEATHER_OK);
+    CHECK_STR_CONTAINS(outp, "x-fp8e5m2.safetensors.zst");
+    st = feather_convert(ctx, in, outp, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    REQUIRE(feather_open(&b, outp, 0, &err) == FEATHER_OK);
+    CHECK(feather_count(b) > 100);
+    feather_close(b);
+    feather_ctx_free(ctx);
+}
