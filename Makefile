@@ -89,10 +89,12 @@ check-gpu-build:
 	@NVCC="$(NVCC)" sh .ci/check-gpu-build.sh
 # Device machine: the Debian packages the build needs, unpacked under .device/ (no registry there).
 DEVICE_DEBS := libcjson-dev libcjson1 libxxhash-dev libxxhash0 libzstd-dev libzstd1
+# (GNU make itself goes along too, for images without it.)
 device-deps:
-	mkdir -p .device/debs .device/root
+	mkdir -p .device/debs .device/root .device/bin
 	cd .device/debs && apt-get download $(DEVICE_DEBS)
 	for f in .device/debs/*.deb; do dpkg -x "$$f" .device/root; done
+	cp "$$(command -v $(MAKE))" .device/bin/make
 device-run:
 	sh bench/device.sh
 

@@ -14,6 +14,7 @@ export CPATH="$ROOT/usr/include:$ROOT/usr/include/cjson${CPATH:+:$CPATH}"
 export LIBRARY_PATH="$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}"
 export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 JOBS=$(nproc 2>/dev/null || echo 4)
+command -v make >/dev/null 2>&1 || export PATH="$PWD/.device/bin:$PATH"
 
 {
     date -u
@@ -30,6 +31,12 @@ if ! make GPU=cuda NO_DEPS=1 -j"$JOBS" all build/test-runner build/libfeather_ke
     exit 1
 fi
 t1=$(date +%s)
+if command -v cuobjdump >/dev/null 2>&1; then
+    cuobjdump --dump-resource-usage build/obj/kernels/gemm.o >"$OUT/resources.txt" 2>&1
+    cuobjdump --dump-sass build/obj/kernels/gemm.o >"$OUT/gemm.sass" 2>&1
+    echo "SASS: $(grep -c 'HMMA.16816.F32' "$OUT/gemm.sass") HMMA.16816.F32, $(grep -c 'PRMT' "$OUT/gemm.sass") PRMT, $(grep -c 'LDGSTS' "$OUT/gemm.sass") LDGSTS, $(grep -c 'LDL\|STL' "$OUT/gemm.sass") local"
+    gzip -f "$OUT/gemm.sass"
+fi
 FEATHER_BIN=build build/test-runner >"$OUT/test.log" 2>&1
 test_rc=$?
 t2=$(date +%s)

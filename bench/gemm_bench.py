@@ -137,8 +137,8 @@ def main():
                     rec["ours"][VARIANTS[v]] = entry
                 if mode == "tensor":
                     rec["cublas_fp16_us"] = timeit(lambda: F.linear(p.a, p.w16), args.reps, flush)
-                    s = p.scales
-                    rec["upcast_us"] = timeit(lambda: F.linear(p.a, p.q.to(torch.float16)) * s, args.reps, flush)
+                    s16 = p.scales.half()
+                    rec["upcast_us"] = timeit(lambda: F.linear(p.a, p.q.to(torch.float16)) * s16, args.reps, flush)
                     try:
                         a8 = p.a.to(torch.float8_e4m3fn)
                         w8 = p.w16.to(torch.float8_e4m3fn)
