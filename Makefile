@@ -48,7 +48,9 @@ else
 GPU_KIND := $(GPU)
 endif
 HIP_ARCHS  ?= gfx1100 gfx1151
-CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+# sm_90a carries the Hopper-only wgmma kernel; compute_90 PTX lets newer GPUs run the rest.
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
+              -gencode arch=compute_90,code=compute_90
 GPU_SRC    := kernels/gemm.hip kernels/runtime.hip
 GPU_OBJ    := $(GPU_SRC:kernels/%.hip=$(BUILD)/obj/kernels/%.o)
 GPU_HDR    := $(wildcard kernels/*.h)

@@ -2,8 +2,8 @@
 # Compiles every kernel source for the GPUs the project targets and checks the matrix
 # instructions are there: AMD gfx1100 (RDNA3) and gfx1151 (RDNA3.5) with clang-19 (device code
 # only: no ROCm needed, the HIP headers of libamdhip64-dev suffice) must contain v_wmma and
-# v_perm_b32; with nvcc present, the PTX for sm_80 and sm_90 must contain mma.sync m16n8k16 and
-# prmt. Runs the compilers in parallel.
+# v_perm_b32; with nvcc present, the PTX for sm_80, sm_90 and sm_90a must contain mma.sync
+# m16n8k16 and prmt, and sm_90a's also wgmma. Runs the compilers in parallel.
 set -u
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
@@ -27,10 +27,10 @@ for arch in gfx1100 gfx1151; do
         pids="$pids $!"
     done
 done
-# NVIDIA: PTX for compute_80 and compute_90 (the front end, where the sources could break);
-# a GPU=cuda build of the library runs ptxas on the same code for sm_80 and sm_90.
+# NVIDIA: PTX for compute_80, compute_90 and compute_90a (the front end, where the sources
+# could break); a GPU=cuda build of the library runs ptxas on the same code.
 if [ -n "$NVCC" ] && command -v "$NVCC" >/dev/null 2>&1; then
-    for sm in 80 90; do
+    for sm in 80 90 90a; do
         for src in kernels/*.hip; do
             out="$tmp/$(basename "$src" .hip)-sm$sm.ptx"
             ( "$NVCC" -x cu -std=c++17 -O3 -fmad=false -Werror all-warnings -arch=compute_$sm \
@@ -55,13 +55,14 @@ for arch in gfx1100 gfx1151; do
     fi
 done
 if [ -f "$tmp/gemm-sm90.ptx" ]; then
-    for sm in 80 90; do
+    for sm in 80 90 90a; do
         n=$(grep -c 'mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32' "$tmp/gemm-sm$sm.ptx")
         p=$(grep -c 'prmt.b32' "$tmp/gemm-sm$sm.ptx")
-        if [ "$n" -eq 0 ] || [ "$p" -eq 0 ]; then
-            echo "FAIL gemm for sm_$sm: $n mma.sync m16n8k16, $p prmt"; fail=1
+        w=$(grep -c 'wgmma.mma_async' "$tmp/gemm-sm$sm.ptx")
+        if [ "$n" -eq 0 ] || [ "$p" -eq 0 ] || { [ $sm = 90a ] && [ "$w" -eq 0 ]; }; then
+            echo "FAIL gemm for sm_$sm: $n mma.sync m16n8k16, $w wgmma, $p prmt"; fail=1
         else
-            echo "ok   gemm for sm_$sm: $n mma.sync m16n8k16, $p prmt"
+            echo "ok   gemm for sm_$sm: $n mma.sync m16n8k16, $w wgmma, $p prmt"
         fi
     done
 fi

@@ -24,6 +24,8 @@ enum {
     FK_VARIANT_TILE64 = 3,    /* 64×128 tiles through shared memory */
     FK_VARIANT_TILE128 = 4,   /* 128×128 tiles */
     FK_VARIANT_TILE256 = 5,   /* 128×256 tiles (not with block scales) */
+    FK_VARIANT_WGMMA = 6,     /* Hopper (sm_90a) wgmma, 128 weight rows × 128 rows of A */
+    FK_VARIANT_WGMMA64 = 7,   /* the same with 64 rows of A */
     FK_VARIANT_COUNT
 };
 
@@ -39,7 +41,7 @@ int fk_memset(void *dst, int value, size_t bytes);
 int fk_synchronize(void);
 
 /* Bytes of workspace fk_gemm needs for this shape and variant (0 for none). The workspace must
- * be zero when first used; fk_gemm leaves it reusable. */
+ * be all zeros when first used; every fk_gemm leaves it all zeros again, whatever the shape. */
 size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, int group, int variant);
 
 /* Y = A · (S ⊙ Q)ᵀ (+ bias), see include/feather/gemm.h. Asynchronous on stream (NULL: the

@@ -16,6 +16,7 @@
 #include "gemm_common.h"
 #if FK_NVIDIA
 #include "mma_nv.h"
+#include "gemm_wgmma.h"
 #else
 #include "mma_amd.h"
 #endif
@@ -65,7 +66,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+    /* split K (blockIdx.z): this block's chunks [c_lo, c_hi) */
     const int nchunks = (p.K + FK_KC - 1) / FK_KC;
+    const int c_lo = (int)((long long)blockIdx.z * nchunks / p.splits);
+    const int c_hi = (int)((long long)(blockIdx.z + 1) * nchunks / p.splits);
 
     float acc[MI][NJ][Mma::NACC];
     float accg[MI][NJ][Mma::NACC];
@@ -74,19 +78,19 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
-        if (s < nchunks) fk_load_stage<BM, BN, NTHREADS>(p, smem + s * Tile::STAGE_BYTES, m0, n0, s);
+        if (c_lo + s < c_hi) fk_load_stage<BM, BN, NTHREADS>(p, smem + s * Tile::STAGE_BYTES, m0, n0, c_lo + s);
         fk_copy_commit();
     }
 
-    for (int c = 0; c < nchunks; c++) {
+    for (int c = c_lo; c < c_hi; c++) {
         fk_copy_wait<STAGES - 2>();
-        __syncthreads(); /* chunk c has landed; stage (c-1) % STAGES is free again */
+        __syncthreads(); /* chunk c has landed; the stage of chunk c-1 is free again */
         {
             int nc = c + STAGES - 1;
-            if (nc < nchunks) fk_load_stage<BM, BN, NTHREADS>(p, smem + (nc % STAGES) * Tile::STAGE_BYTES, m0, n0, nc);
+            if (nc < c_hi) fk_load_stage<BM, BN, NTHREADS>(p, smem + ((nc - c_lo) % STAGES) * Tile::STAGE_BYTES, m0, n0, nc);
             fk_copy_commit();
         }
-        const unsigned char *st = smem + (c % STAGES) * Tile::STAGE_BYTES;
+        const unsigned char *st = smem + ((c - c_lo) % STAGES) * Tile::STAGE_BYTES;
         const uint16_t *sA = (const uint16_t *)st + wm * WM * FK_LDA;
         const unsigned char *sB = st + Tile::A_BYTES;
 #pragma unroll
@@ -118,11 +122,37 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
         }
     }
 
+    if constexpr (BLOCK) {
+        /* a split may end inside a group: add what is left (zeros when it ended on a boundary) */
+        if (p.splits > 1 && c_hi > c_lo) {
+            int k_last = (c_hi * FK_KC < p.K ? c_hi * FK_KC : p.K) - 1;
+            fk_flush<Mma, MI, NJ>(p, acc, accg, n0 + wn * WN, k_last, lane);
+        }
+    }
+
+    if (p.splits == 1) {
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int nj = 0; nj < NJ; nj++)
+                Mma::store(p, acc[mi][nj], m0 + wm * WM + mi * 16, n0 + wn * WN + nj * Mma::TN, lane);
+        return;
+    }
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
 #pragma unroll
         for (int nj = 0; nj < NJ; nj++)
-            Mma::store(p, acc[mi][nj], m0 + wm * WM + mi * 16, n0 + wn * WN + nj * Mma::TN, lane);
+#pragma unroll
+            for (int i = 0; i < Mma::NACC; i++) {
+                int row = m0 + wm * WM + mi * 16 + Mma::acc_row(lane, i);
+                int col = n0 + wn * WN + nj * Mma::TN + Mma::acc_col(lane, i);
+                if (row < p.M && col < p.N) *fk_part(p, blockIdx.z, row, col) = acc[mi][nj][i];
+            }
+    if (!fk_split_last(p, blockIdx.y * gridDim.x + blockIdx.x)) return;
+    for (int idx = threadIdx.x; idx < BM * BN; idx += NTHREADS) {
+        int row = m0 + idx / BN, col = n0 + idx % BN;
+        if (row < p.M && col < p.N) fk_store1(p, row, col, fk_split_sum(p, row, col));
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -145,7 +175,6 @@ template <class Mma, int MI, int NJ, bool BLOCK>
 __global__ void __launch_bounds__(FK_SKINNY_THREADS) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
     __shared__ float red[FK_SKINNY_WARPS][ROWS][LDR];
-    __shared__ unsigned last;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n0 = blockIdx.x * BN, split = blockIdx.y;
@@ -197,25 +226,13 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS) fk_gemm_skinny(FkParams p) 
 #pragma unroll
         for (int w = 1; w < FK_SKINNY_WARPS; w++) v += red[w][r][cc];
         if (p.splits == 1) fk_store1(p, r, col, v);
-        else p.part[((size_t)split * p.M + r) * p.N + col] = v;
+        else *fk_part(p, split, r, col) = v;
     }
-    if (p.splits == 1) return;
-
-    /* The last block of this column tile to get here adds the splits in order and stores. */
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) last = atomicAdd(p.count + blockIdx.x, 1u) == (unsigned)p.splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (p.splits == 1 || !fk_split_last(p, blockIdx.x)) return;
     for (int idx = tid; idx < rows * BN; idx += FK_SKINNY_THREADS) {
         int r = idx / BN, cc = idx % BN, col = n0 + cc;
-        if (col >= p.N) continue;
-        float v = 0.0f;
-        for (int s = 0; s < p.splits; s++) v += fk_ld_coherent(p.part + ((size_t)s * p.M + r) * p.N + col);
-        fk_store1(p, r, col, v);
+        if (col < p.N) fk_store1(p, r, col, fk_split_sum(p, r, col));
     }
-    if (tid == 0) p.count[blockIdx.x] = 0;
 }
 
 /* ---------------------------------- host side ------------------------------------------- */
@@ -230,15 +247,14 @@ static int fk_sm_count() {
     return n;
 }
 
-static size_t fk_align256(size_t x) { return (x + 255) & ~(size_t)255; }
-
 template <class Mma, int MI, int NJ, bool BLOCK>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     constexpr int BN = NJ * Mma::TN;
     if (p.M > MI * 16) return hipErrorInvalidValue;
     const int ntiles = (p.N + BN - 1) / BN;
     const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
-    /* Enough blocks to fill every multiprocessor, but every warp gets at least 2 super-steps. */
+    /* As many blocks as fit on the GPU at once (no second, mostly idle wave), but every warp
+     * gets at least 2 super-steps. */
     static int occ;
     if (!occ) {
         if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fk_gemm_skinny<Mma, MI, NJ, BLOCK>,
@@ -246,12 +262,12 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
             occ = 1;
     }
     int target = occ * fk_sm_count();
-    int splits = (target + ntiles - 1) / ntiles;
+    int splits = target / ntiles;
     int maxs = nss / (2 * FK_SKINNY_WARPS);
     if (splits > maxs) splits = maxs;
     if (splits < 1) splits = 1;
-    size_t count_bytes = fk_align256((size_t)ntiles * sizeof(unsigned));
-    size_t need = splits > 1 ? count_bytes + (size_t)splits * p.M * p.N * sizeof(float) : 0;
+    if (ntiles > FK_MAX_COUNTERS) splits = 1;
+    size_t need = splits > 1 ? FK_COUNTER_BYTES + (size_t)splits * p.M * p.N * sizeof(float) : 0;
     if (ws_need) {
         *ws_need = need;
         return hipSuccess;
@@ -259,41 +275,106 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
     if (need > ws_bytes || (need && !ws)) return hipErrorInvalidValue;
     p.splits = splits;
     p.count = (unsigned *)ws;
-    p.part = need ? (float *)((unsigned char *)ws + count_bytes) : nullptr;
+    p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
     dim3 grid(ntiles, splits);
     fk_gemm_skinny<Mma, MI, NJ, BLOCK><<<grid, FK_SKINNY_THREADS, 0, st>>>(p);
     return hipGetLastError();
 }
 
 template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
-static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need) {
+static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
     constexpr int BM = WARPS_M * MI * 16, BN = WARPS_N * NJ * Mma::TN;
     constexpr size_t SMEM = (size_t)STAGES * FkTile<BM, BN>::STAGE_BYTES;
-    if (ws_need) {
-        *ws_need = 0;
-        return hipSuccess;
-    }
     auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK>;
     static bool attr_set;
+    static int occ;
     if (!attr_set) {
         hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
         if (e != hipSuccess) return e;
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, NTHREADS, SMEM) != hipSuccess || occ < 1) occ = 1;
         attr_set = true;
     }
-    /* grid.y is limited to 65535 blocks: very tall A goes in slices. */
+    /* Too few tiles to fill the GPU (small M and N): split K over blocks, as long as the
+     * partial sums (written and read once) stay below the weight's own traffic. */
+    const long long tiles = (long long)((p.N + BN - 1) / BN) * ((p.M + BM - 1) / BM);
+    const int nchunks = (p.K + FK_KC - 1) / FK_KC;
+    int splits = 1;
+    if (tiles <= FK_MAX_COUNTERS && tiles * 2 <= (long long)occ * fk_sm_count()) {
+        long long s = (long long)occ * fk_sm_count() / tiles;
+        long long by_k = nchunks / 4, by_traffic = p.K / (8LL * p.M);
+        if (s > by_k) s = by_k;
+        if (s > by_traffic) s = by_traffic;
+        splits = s > 1 ? (int)s : 1;
+    }
+    size_t need = splits > 1 ? FK_COUNTER_BYTES + (size_t)splits * p.M * p.N * sizeof(float) : 0;
+    if (ws_need) {
+        *ws_need = need;
+        return hipSuccess;
+    }
+    if (need > ws_bytes || (need && !ws)) return hipErrorInvalidValue;
+    p.splits = splits;
+    p.count = (unsigned *)ws;
+    p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
+    /* grid.y is limited to 65535 blocks: very tall A goes in slices (never split: many tiles). */
     const int max_rows = 65535 * BM;
     for (int r0 = 0; r0 < p.M; r0 += max_rows) {
         FkParams q = p;
         q.A = p.A + (size_t)r0 * p.K;
         q.Y = p.Y + (size_t)r0 * p.N;
         q.M = p.M - r0 < max_rows ? p.M - r0 : max_rows;
-        dim3 grid((p.N + BN - 1) / BN, (q.M + BM - 1) / BM);
-        kern<<<grid, WARPS_M * WARPS_N * 32, SMEM, st>>>(q);
+        dim3 grid((p.N + BN - 1) / BN, (q.M + BM - 1) / BM, splits);
+        kern<<<grid, NTHREADS, SMEM, st>>>(q);
         hipError_t e = hipGetLastError();
         if (e != hipSuccess) return e;
     }
     return hipSuccess;
 }
+
+#if FK_NVIDIA
+static int fk_compute_capability() {
+    static int cc = -1;
+    if (cc < 0) {
+        int dev = 0, major = 0, minor = 0;
+        if (hipGetDevice(&dev) != hipSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != hipSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != hipSuccess)
+            major = minor = 0;
+        cc = major * 10 + minor;
+    }
+    return cc;
+}
+
+/* The wgmma kernel exists in the sm_90a binary only: compute capability 9.0. */
+template <int BNA, int STAGES, bool BLOCK>
+static hipError_t fk_go_wgmma(FkParams &p, hipStream_t st, size_t *ws_need) {
+    if (fk_compute_capability() != 90) return hipErrorInvalidValue;
+    if (ws_need) {
+        *ws_need = 0;
+        return hipSuccess;
+    }
+    constexpr size_t SMEM = (size_t)STAGES * FkWgTile<BNA>::STAGE_BYTES + 1024;
+    auto kern = fk_gemm_wgmma<BNA, STAGES, BLOCK>;
+    static bool attr_set;
+    if (!attr_set) {
+        hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+        if (e != hipSuccess) return e;
+        attr_set = true;
+    }
+    const int max_rows = 65535 * BNA;
+    for (int r0 = 0; r0 < p.M; r0 += max_rows) {
+        FkParams q = p;
+        q.A = p.A + (size_t)r0 * p.K;
+        q.Y = p.Y + (size_t)r0 * p.N;
+        q.M = p.M - r0 < max_rows ? p.M - r0 : max_rows;
+        dim3 grid((p.N + FK_WG_BN - 1) / FK_WG_BN, (q.M + BNA - 1) / BNA);
+        kern<<<grid, FK_WG_THREADS, SMEM, st>>>(q);
+        hipError_t e = hipGetLastError();
+        if (e != hipSuccess) return e;
+    }
+    return hipSuccess;
+}
+#endif
 
 /* One variant × one scale kind/P: the kernel configurations. */
 template <class Mma, bool BLOCK>
@@ -305,25 +386,32 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 8, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64:
-        if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 4, 2, 4, 4, 2, BLOCK>(p, st, ws_need);
-        else return fk_go_tiled<Mma, 1, 4, 4, 4, 4, 3, BLOCK>(p, st, ws_need);
+        if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 4, 2, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_tiled<Mma, 1, 4, 4, 4, 4, 3, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
-        if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need);
-        else return fk_go_tiled<Mma, 2, 4, 4, 4, 4, 2, BLOCK>(p, st, ws_need);
+        if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_tiled<Mma, 2, 4, 4, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE256:
-        if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need);
-        else return fk_go_tiled<Mma, 2, 4, 4, 8, 3, 1, BLOCK>(p, st, ws_need);
+        if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_tiled<Mma, 2, 4, 4, 8, 3, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_WGMMA:
+        /* block groups must be whole 64-k chunks */
+        if constexpr (Mma::KSS == 64) return fk_go_wgmma<128, 4, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
+    case FK_VARIANT_WGMMA64:
+        if constexpr (Mma::KSS == 64) return fk_go_wgmma<64, 4, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
     }
 #else
     switch (variant) {
     case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need);
+    case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
     case FK_VARIANT_TILE256:
         /* the second accumulator set of block scales does not fit 4×2 WMMA tiles per wave */
-        if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need);
-        else return fk_go_tiled<Mma, 2, 2, 4, 2, 2, 1, BLOCK>(p, st, ws_need);
+        if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_tiled<Mma, 2, 2, 4, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
     return hipErrorInvalidValue;
@@ -354,10 +442,16 @@ static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *
 }
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
-    (void)n; (void)k; (void)kind; (void)group;
+    (void)n; (void)k;
     if (m <= 16) return FK_VARIANT_SKINNY16;
     if (m <= 32) return FK_VARIANT_SKINNY32;
-    if (m <= 96) return FK_VARIANT_TILE64;
+#if FK_NVIDIA
+    if (m >= 256 && fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0))
+        return FK_VARIANT_WGMMA;
+#else
+    (void)kind; (void)group;
+#endif
+    if (m <= 128) return FK_VARIANT_TILE64;
     return FK_VARIANT_TILE128;
 }
 

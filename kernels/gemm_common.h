@@ -52,6 +52,39 @@ __device__ __forceinline__ float fk_block_scale(const FkParams &p, int col, int 
     return col < p.N ? __ldg(p.S + (size_t)col * p.gpr + k / p.G) : 0.0f;
 }
 
+/* ---- split K: blocks of one output tile add partial sums; the last one stores ----
+ * Workspace: FK_MAX_COUNTERS counters first (zero between launches: each launch's last block
+ * resets its own), then splits × M × N f32 partial sums, fully rewritten by every launch that
+ * uses them. Counters never share bytes with partial sums, whatever the shapes. */
+#define FK_MAX_COUNTERS 4096
+#define FK_COUNTER_BYTES (FK_MAX_COUNTERS * 4)
+
+__device__ __forceinline__ float *fk_part(const FkParams &p, int split, int row, int col) {
+    return p.part + ((size_t)split * p.M + row) * p.N + col;
+}
+
+/* After this block wrote its partial sums: 1 in every thread of the block that completes
+ * tile `counter` (it then adds the splits, in order), 0 elsewhere. */
+__device__ __forceinline__ bool fk_split_last(const FkParams &p, int counter) {
+    __shared__ unsigned fk_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        fk_last = atomicAdd(p.count + counter, 1u) == (unsigned)p.splits - 1;
+        if (fk_last) p.count[counter] = 0; /* every block of the tile has arrived */
+    }
+    __syncthreads();
+    if (fk_last) __threadfence();
+    return fk_last;
+}
+
+/* Sum of the splits' partial sums of one element, in split order (deterministic). */
+__device__ __forceinline__ float fk_split_sum(const FkParams &p, int row, int col) {
+    float v = 0.0f;
+    for (int s = 0; s < p.splits; s++) v += fk_ld_coherent(fk_part(p, s, row, col));
+    return v;
+}
+
 /* Shared-memory tile geometry of one pipeline stage (both vendors): A as BM rows of 64 halves
  * padded to 72 (rows land on different banks for the 16-byte fragment loads), B as 4 rows of
  * BN 16-byte records (one per kb), each row padded by 32 bytes for the same reason. */

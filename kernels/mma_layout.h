@@ -54,4 +54,20 @@ FK_HD int fk_b_word(int j) { return j; }
 #define FK_NV_PRMT_LO 0x1404u
 #define FK_NV_PRMT_HI 0x3424u
 
+/* ---- wgmma m64nNk16 (sm_90a) with the weight as the register operand ----
+ * Per warp of the warpgroup, the register operand A (16 weight rows × 16 k) has the layout of
+ * mma.m16n8k16's A above, in natural k order (the activation operand comes from shared memory
+ * in natural order). Lane t's k pairs 2t, 2t+1 and 2t+8, 2t+9 are bytes 2t… and 2t+8… of the
+ * 16-byte record of its row: word t/2 and word 2 + t/2, low or high half by t's parity.
+ * Accumulator i of a warp: row (weight) g + 8·((i/2)%2) of the warp's 16, column (activation
+ * row) 8·(i/4) + 2t + i%2. */
+FK_HD int fk_wg_a_row8(int r) { return r & 1; }                    /* register r: row g or g+8 */
+FK_HD int fk_wg_a_word(int t, int r) { return (t >> 1) + 2 * (r >> 1); } /* word of the record */
+FK_HD unsigned fk_wg_a_sel(int t) { return (t & 1) ? FK_NV_PRMT_HI : FK_NV_PRMT_LO; }
+FK_HD int fk_wg_d_row8(int i) { return (i >> 1) & 1; }
+FK_HD int fk_wg_d_col(int lane, int i) { return 8 * (i >> 2) + 2 * (lane & 3) + (i & 1); }
+/* Byte offset of 16-byte chunk c (0…7) of row r in a K-major tile with 128-byte rows and the
+ * 128-byte swizzle: the chunk index is XORed with the row's position in its group of 8. */
+FK_HD int fk_sw128_offset(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+
 #endif

@@ -224,3 +224,55 @@ TEST(gpu_layout_mma_emulated_superstep_product_every_p) {
         }
     }
 }
+
+/* ---- Hopper wgmma with the weight as register operand: per warp, A has mma.m16n8k16's A
+ * layout (doc_a_* above) in natural k order; accumulator i of a warp sits at row
+ * g + 8·((i%4)/2), column 8·(i/4) + 2t + i%2 (the m16n8 C layout repeated along N). ---- */
+TEST(gpu_layout_wgmma_register_operand_and_accumulators) {
+    uint32_t s = 4242;
+    enum { NA = 32 }; /* activation rows (the instruction's N) */
+    uint8_t rec[64][16];  /* one kb of the packed weight: 64 rows × 16 k */
+    uint16_t act[NA][16];
+    for (int n = 0; n < 64; n++)
+        for (int i = 0; i < 16; i++) rec[n][i] = rand_e5m2(&s);
+    for (int m = 0; m < NA; m++)
+        for (int k = 0; k < 16; k++) act[m][k] = rand_f16(&s);
+    double Am[64][16];
+    for (int w = 0; w < 4; w++)
+        for (int l = 0; l < 32; l++) {
+            int t = l & 3, g = l >> 2;
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *rp = rec[16 * w + g + 8 * fk_wg_a_row8(r)];
+                int wd = fk_wg_a_word(t, r);
+                uint32_t word = (uint32_t)rp[4 * wd] | (uint32_t)rp[4 * wd + 1] << 8 |
+                                (uint32_t)rp[4 * wd + 2] << 16 | (uint32_t)rp[4 * wd + 3] << 24;
+                uint32_t reg = prmt(word, 0, fk_wg_a_sel(t));
+                for (int h = 0; h < 2; h++)
+                    Am[16 * w + doc_a_row(l, r)][doc_a_k(l, r, h)] = h2d((uint16_t)(reg >> (16 * h)));
+            }
+        }
+    for (int w = 0; w < 4; w++)
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < NA / 2; i++) {
+                int drow = 16 * w + doc_c_row(l, i % 4), dcol = 8 * (i / 4) + doc_c_col(l, i % 4);
+                double got = 0;
+                for (int k = 0; k < 16; k++) got += Am[drow][k] * h2d(act[dcol][k]);
+                int n = 16 * w + (l >> 2) + 8 * fk_wg_d_row8(i), m = fk_wg_d_col(l, i);
+                double want = 0;
+                for (int k = 0; k < 16; k++) want += feather_e5m2_to_f32(rec[n][k]) * h2d(act[m][k]);
+                if (got != want) {
+                    test_fail(__FILE__, __LINE__, "warp %d lane %d acc %d: %g != %g", w, l, i, got, want);
+                    return;
+                }
+            }
+    /* the swizzle permutes the 16-byte chunks within each row */
+    for (int r = 0; r < 16; r++) {
+        int seen = 0;
+        for (int c = 0; c < 8; c++) {
+            int off = fk_sw128_offset(r, c);
+            CHECK(off >= r * 128 && off < r * 128 + 128 && off % 16 == 0);
+            seen |= 1 << ((off - r * 128) / 16);
+        }
+        CHECK_EQ_U(seen, 0xff);
+    }
+}
