@@ -99,6 +99,7 @@ device-deps:
 	cp "$$(command -v $(MAKE))" .device/bin/make
 device-run:
 	sh bench/device.sh
+bench-gpu: $(BUILD)/libfeather_kernels.so
 
 # Per-file instruction sets: only the SIMD kernels are built with them, and they are only
 # called after run-time detection.
@@ -107,7 +108,7 @@ $(BUILD)/obj/%_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -m
 
 .SECONDARY:
 .PHONY: all lib programs check test demo install uninstall deps clean check-asan fuzz bench \
-        check-gpu-build device-deps device-run
+        check-gpu-build device-deps device-run bench-gpu
 all: lib programs
 lib: $(LIB)
 programs: $(PROGRAMS)

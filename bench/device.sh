@@ -33,9 +33,8 @@ fi
 t1=$(date +%s)
 if command -v cuobjdump >/dev/null 2>&1; then
     cuobjdump --dump-resource-usage build/obj/kernels/gemm.o >"$OUT/resources.txt" 2>&1
-    cuobjdump --dump-sass build/obj/kernels/gemm.o >"$OUT/gemm.sass" 2>&1
-    echo "SASS: $(grep -c 'HMMA.16816.F32' "$OUT/gemm.sass") HMMA.16816.F32, $(grep -c 'PRMT' "$OUT/gemm.sass") PRMT, $(grep -c 'LDGSTS' "$OUT/gemm.sass") LDGSTS, $(grep -c 'LDL\|STL' "$OUT/gemm.sass") local"
-    gzip -f "$OUT/gemm.sass"
+    cuobjdump --dump-sass build/obj/kernels/gemm.o >/tmp/gemm.sass 2>&1
+    echo "SASS: $(grep -c 'HMMA.16816.F32' /tmp/gemm.sass) HMMA.16816.F32, $(grep -c 'HGMMA' /tmp/gemm.sass) HGMMA, $(grep -c 'PRMT' /tmp/gemm.sass) PRMT, $(grep -c 'LDGSTS' /tmp/gemm.sass) LDGSTS, $(grep -c 'LDL\|STL' /tmp/gemm.sass) local"
 fi
 FEATHER_BIN=build build/test-runner >"$OUT/test.log" 2>&1
 test_rc=$?
@@ -44,6 +43,15 @@ PYTHONUNBUFFERED=1 python3 bench/gemm_bench.py --lib build/libfeather_kernels.so
 bench_rc=$?
 t3=$(date +%s)
 nvidia-smi -q -d CLOCK >"$OUT/clocks_after.txt" 2>&1
+# Where the bandwidth-bound kernel spends its time: one profiled launch (M = 1, 8192 × 8192).
+if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null 2>&1; then
+    timeout 240 ncu --clock-control none --kernel-name regex:fk_gemm_skinny --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+        python3 bench/gemm_bench.py --lib build/libfeather_kernels.so --out /tmp --ms 1 --shapes 8192x8192 \
+        --modes tensor --variants 1 --reps 3 >"$OUT/ncu.txt" 2>&1
+    echo "== ncu (skinny16, M=1, 8192x8192) =="
+    grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Warp Cycles Per Issued|L2 Hit" "$OUT/ncu.txt" | head -12
+fi
 
 echo "== tests (rc $test_rc, $((t2 - t1)) s; build $((t1 - t0)) s) =="
 grep -E "^(FAIL|skip)|GPU|worst|passed|SKIP|    tests/" "$OUT/test.log" | head -40

@@ -18,7 +18,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-VARIANTS = {1: "skinny16", 2: "skinny32", 3: "tile64", 4: "tile128", 5: "tile256", 6: "wgmma", 7: "wgmma64"}
+VARIANTS = {1: "skinny16", 2: "skinny32", 3: "tile64", 4: "tile128", 5: "tile256", 6: "wgmma", 7: "wgmma64", 8: "wgmma256"}
 KIND = {"none": 0, "tensor": 1, "channel": 2, "block": 3}
 
 

@@ -26,6 +26,7 @@ enum {
     FK_VARIANT_TILE256 = 5,   /* 128×256 tiles (not with block scales) */
     FK_VARIANT_WGMMA = 6,     /* Hopper (sm_90a) wgmma, 128 weight rows × 128 rows of A */
     FK_VARIANT_WGMMA64 = 7,   /* the same with 64 rows of A */
+    FK_VARIANT_WGMMA256 = 8,  /* the same with 256 rows of A (not with block scales) */
     FK_VARIANT_COUNT
 };
 

@@ -149,10 +149,11 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
                 if (row < p.M && col < p.N) *fk_part(p, blockIdx.z, row, col) = acc[mi][nj][i];
             }
     if (!fk_split_last(p, blockIdx.y * gridDim.x + blockIdx.x)) return;
-    for (int idx = threadIdx.x; idx < BM * BN; idx += NTHREADS) {
-        int row = m0 + idx / BN, col = n0 + idx % BN;
-        if (row < p.M && col < p.N) fk_store1(p, row, col, fk_split_sum(p, row, col));
-    }
+    fk_split_finish<NTHREADS>(p, BM * BN, [&](int i, int &r, int &c) {
+        r = m0 + i / BN;
+        c = n0 + i % BN;
+        return r < p.M && c < p.N;
+    });
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -229,10 +230,11 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS) fk_gemm_skinny(FkParams p) 
         else *fk_part(p, split, r, col) = v;
     }
     if (p.splits == 1 || !fk_split_last(p, blockIdx.x)) return;
-    for (int idx = tid; idx < rows * BN; idx += FK_SKINNY_THREADS) {
-        int r = idx / BN, cc = idx % BN, col = n0 + cc;
-        if (col < p.N) fk_store1(p, r, col, fk_split_sum(p, r, col));
-    }
+    fk_split_finish<FK_SKINNY_THREADS>(p, rows * BN, [&](int i, int &r, int &c) {
+        r = i / BN;
+        c = n0 + i % BN;
+        return c < p.N;
+    });
 }
 
 /* ---------------------------------- host side ------------------------------------------- */
@@ -302,7 +304,7 @@ static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void
     int splits = 1;
     if (tiles <= FK_MAX_COUNTERS && tiles * 2 <= (long long)occ * fk_sm_count()) {
         long long s = (long long)occ * fk_sm_count() / tiles;
-        long long by_k = nchunks / 4, by_traffic = p.K / (8LL * p.M);
+        long long by_k = nchunks / 4, by_traffic = p.K / (16LL * p.M);
         if (s > by_k) s = by_k;
         if (s > by_traffic) s = by_traffic;
         splits = s > 1 ? (int)s : 1;
@@ -401,6 +403,11 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     case FK_VARIANT_WGMMA64:
         if constexpr (Mma::KSS == 64) return fk_go_wgmma<64, 4, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
+    case FK_VARIANT_WGMMA256:
+        /* 128 accumulators per thread: no room for a second set (block scales) */
+        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgmma<256, 4, BLOCK>(p, st, ws_need);
+        else if constexpr (Mma::KSS == 64) return fk_go_wgmma<128, 4, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
     }
 #else
     switch (variant) {
@@ -446,8 +453,13 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
     if (m <= 16) return FK_VARIANT_SKINNY16;
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
-    if (m >= 256 && fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0))
-        return FK_VARIANT_WGMMA;
+    if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
+        if (m >= 256) return FK_VARIANT_WGMMA;
+        /* below that, blocks of 64 rows of A, unless too few of them for a long K: then the
+         * tiled kernel, which splits K */
+        long long blocks = ((n + 127) / 128) * ((m + 63) / 64);
+        if (blocks >= 48 || k <= 4096) return FK_VARIANT_WGMMA64;
+    }
 #else
     (void)kind; (void)group;
 #endif

@@ -78,11 +78,39 @@ __device__ __forceinline__ bool fk_split_last(const FkParams &p, int counter) {
     return fk_last;
 }
 
-/* Sum of the splits' partial sums of one element, in split order (deterministic). */
-__device__ __forceinline__ float fk_split_sum(const FkParams &p, int row, int col) {
-    float v = 0.0f;
-    for (int s = 0; s < p.splits; s++) v += fk_ld_coherent(fk_part(p, s, row, col));
-    return v;
+/* Run by the block that completes a tile: element i < count of the tile is at elem(i, row,
+ * col) (false: outside Y); adds its splits' partial sums in split order (deterministic) and
+ * stores it. The loads of 4 elements × 4 splits are issued together: one block drains a whole
+ * tile, and dependent round trips to L2 would dominate it. */
+template <int NTHREADS, class Elem>
+__device__ __forceinline__ void fk_split_finish(const FkParams &p, int count, Elem elem) {
+    for (int base = threadIdx.x; base < count; base += 4 * NTHREADS) {
+        int row[4], col[4];
+        bool ok[4];
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int i = base + e * NTHREADS;
+            ok[e] = i < count && elem(i, row[e], col[e]);
+            v[e] = 0.0f;
+        }
+        for (int s0 = 0; s0 < p.splits; s0 += 4) {
+            float t[4][4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    t[e][j] = ok[e] && s0 + j < p.splits ? fk_ld_coherent(fk_part(p, s0 + j, row[e], col[e])) : 0.0f;
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (s0 + j < p.splits) v[e] += t[e][j];
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (ok[e]) fk_store1(p, row[e], col[e], v[e]);
+    }
 }
 
 /* Shared-memory tile geometry of one pipeline stage (both vendors): A as BM rows of 64 halves

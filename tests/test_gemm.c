@@ -312,8 +312,8 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
     seed_once();
     feather_ctx *ctx = feather_ctx_new(0);
     REQUIRE(ctx);
-    /* (N, K): small and ragged panels, long K (split-K in the skinny kernel), a model shape */
-    static const uint64_t shapes[][2] = {{64, 128}, {40, 96}, {1032, 96}, {264, 512}, {128, 4096}, {3072, 3072}};
+    /* (N, K): small and ragged panels, long K (split K in the skinny and tiled kernels), a model shape */
+    static const uint64_t shapes[][2] = {{64, 128}, {40, 96}, {1032, 96}, {264, 512}, {128, 4096}, {64, 8192}, {3072, 3072}};
     static const uint64_t ms[] = {1, 7, 16, 24, 33, 128, 1000};
     double worst[2] = {0, 0};
     int cases = 0, failed = 0;
