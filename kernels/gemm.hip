@@ -172,8 +172,8 @@ __device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, co
     for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(f.a[mi], p, mi * 16, kbase, lane);
 }
 
-template <class Mma, int MI, int NJ, bool BLOCK>
-__global__ void __launch_bounds__(FK_SKINNY_THREADS) fk_gemm_skinny(FkParams p) {
+template <class Mma, int MI, int NJ, int MINB, bool BLOCK>
+__global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
     __shared__ float red[FK_SKINNY_WARPS][ROWS][LDR];
 
@@ -249,7 +249,7 @@ static int fk_sm_count() {
     return n;
 }
 
-template <class Mma, int MI, int NJ, bool BLOCK>
+template <class Mma, int MI, int NJ, int MINB, bool BLOCK>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     constexpr int BN = NJ * Mma::TN;
     if (p.M > MI * 16) return hipErrorInvalidValue;
@@ -259,7 +259,7 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
      * gets at least 2 super-steps. */
     static int occ;
     if (!occ) {
-        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fk_gemm_skinny<Mma, MI, NJ, BLOCK>,
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fk_gemm_skinny<Mma, MI, NJ, MINB, BLOCK>,
                                                          FK_SKINNY_THREADS, 0) != hipSuccess || occ < 1)
             occ = 1;
     }
@@ -279,7 +279,7 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
     p.count = (unsigned *)ws;
     p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
     dim3 grid(ntiles, splits);
-    fk_gemm_skinny<Mma, MI, NJ, BLOCK><<<grid, FK_SKINNY_THREADS, 0, st>>>(p);
+    fk_gemm_skinny<Mma, MI, NJ, MINB, BLOCK><<<grid, FK_SKINNY_THREADS, 0, st>>>(p);
     return hipGetLastError();
 }
 
@@ -385,8 +385,12 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     /* Warp tiles of 64×32 (MI=4, NJ=4) keep 2 blocks of 8 warps per multiprocessor within the
      * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
     switch (variant) {
-    case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 8, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 8, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY16X:
+        /* registers capped for 4 blocks (16 warps) per multiprocessor: more loads in flight */
+        if constexpr (BLOCK) return fk_go_skinny<Mma, 1, 8, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_skinny<Mma, 1, 8, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64:
         if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 4, 2, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_tiled<Mma, 1, 4, 4, 4, 4, 3, BLOCK>(p, st, ws_need, ws, ws_bytes);
@@ -411,8 +415,9 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     }
 #else
     switch (variant) {
-    case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY16:
+    case FK_VARIANT_SKINNY16X: return fk_go_skinny<Mma, 1, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
     case FK_VARIANT_TILE256:
@@ -450,7 +455,8 @@ static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
     (void)n; (void)k;
-    if (m <= 16) return FK_VARIANT_SKINNY16;
+    /* M ≤ 16: narrower column tiles (the M ≤ 32 kernel) pay for short K without block scales */
+    if (m <= 16) return kind != FK_SCALE_BLOCK && k <= 4096 ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
     if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
@@ -458,7 +464,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
         /* below that, blocks of 64 rows of A, unless too few of them for a long K: then the
          * tiled kernel, which splits K */
         long long blocks = ((n + 127) / 128) * ((m + 63) / 64);
-        if (blocks >= 48 || k <= 4096) return FK_VARIANT_WGMMA64;
+        if (blocks >= 96 || k <= 4096) return FK_VARIANT_WGMMA64;
     }
 #else
     (void)kind; (void)group;
