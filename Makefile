@@ -31,6 +31,76 @@ TEST_OBJ := $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.o)
 PROGRAMS := $(BUILD)/feather-convert $(BUILD)/feather-verify
 LIB      := $(BUILD)/libfeather.a
 
+# ---- GPU backend: make GPU=auto|hip|cuda|none ----
+# auto: ROCm's compiler when present, else nvcc, else none. GPU=none builds the CPU-only
+# library. A GPU build adds the kernels (kernels/*.hip, compiled by the GPU compiler) to
+# libfeather.a, defines FEATHER_GPU for src/gpu.c and links the GPU runtime (GPU_LIBS, which
+# the installed feather.pc lists under Libs.private).
+.DEFAULT_GOAL := all
+GPU       ?= auto
+ROCM_PATH ?= /opt/rocm
+HIPCC     ?= $(firstword $(wildcard $(ROCM_PATH)/bin/amdclang++ $(ROCM_PATH)/bin/hipcc))
+NVCC      ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA_PATH ?= $(abspath $(dir $(NVCC))..)
+ifeq ($(GPU),auto)
+GPU_KIND := $(if $(HIPCC),hip,$(if $(NVCC),cuda,none))
+else
+GPU_KIND := $(GPU)
+endif
+HIP_ARCHS  ?= gfx1100 gfx1151
+# sm_90a carries the Hopper-only wgmma kernel; compute_90 PTX lets newer GPUs run the rest.
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
+              -gencode arch=compute_90,code=compute_90
+GPU_SRC    := kernels/gemm.hip kernels/runtime.hip
+GPU_OBJ    := $(GPU_SRC:kernels/%.hip=$(BUILD)/obj/kernels/%.o)
+GPU_HDR    := $(wildcard kernels/*.h)
+ifeq ($(GPU_KIND),cuda)
+GPU_CC     := $(NVCC) -x cu -std=c++17 -O3 -fmad=false --threads 0 $(CUDA_ARCHS) -Xcompiler -fPIC
+GPU_LIBS   := -L$(CUDA_PATH)/lib64 -lcudart -lstdc++
+else ifeq ($(GPU_KIND),hip)
+GPU_CC     := $(HIPCC) -x hip -std=c++17 -O3 -ffp-contract=off -fPIC $(HIP_ARCHS:%=--offload-arch=%)
+GPU_LIBS   := -L$(ROCM_PATH)/lib -lamdhip64 -lstdc++
+else ifneq ($(GPU_KIND),none)
+$(error GPU=$(GPU): expected auto, hip, cuda or none)
+endif
+ifneq ($(GPU_KIND),none)
+ifeq ($(GPU_CC),)
+$(error GPU=$(GPU_KIND): no compiler found (set NVCC= or HIPCC=))
+endif
+CPPFLAGS += -DFEATHER_GPU=1
+LIB_OBJ  += $(GPU_OBJ)
+LDLIBS   += $(GPU_LIBS)
+endif
+$(BUILD)/obj/kernels/%.o: kernels/%.hip $(GPU_HDR) | $(BUILD)/obj/kernels
+	$(GPU_CC) -c $< -o $@
+$(BUILD)/obj/kernels:
+	mkdir -p $@
+$(BUILD)/obj/tests/test_gpu_layout.o: $(GPU_HDR)
+# src/gpu.c differs with and without a backend: rebuild it when GPU_KIND changes.
+$(BUILD)/obj/gpu.o: $(BUILD)/gpu-$(GPU_KIND).stamp
+$(BUILD)/gpu-$(GPU_KIND).stamp:
+	mkdir -p $(BUILD) && rm -f $(BUILD)/gpu-*.stamp && touch $@
+# The kernels alone as a shared library, for the benchmark's ctypes bindings.
+$(BUILD)/libfeather_kernels.so: $(GPU_OBJ)
+	$(if $(filter cuda,$(GPU_KIND)),$(NVCC) -shared $(CUDA_ARCHS),$(HIPCC) -shared) $^ -o $@ $(GPU_LIBS)
+# CI gate: every kernel compiles for RDNA3 (gfx1100) and RDNA3.5 (gfx1151) with Debian's
+# clang-19 and contains WMMA; with nvcc present, also for sm_80 and sm_90.
+GPU_GATE_DEBS := clang-19 lld-19 libamdhip64-dev
+check-gpu-build:
+	$(if $(NO_DEPS),,@sh .ci/deps.sh $(GPU_GATE_DEBS))
+	@NVCC="$(NVCC)" sh .ci/check-gpu-build.sh
+# Device machine: the Debian packages the build needs, unpacked under .device/ (no registry there).
+DEVICE_DEBS := libcjson-dev libcjson1 libxxhash-dev libxxhash0 libzstd-dev libzstd1
+# (GNU make itself goes along too, for images without it.)
+device-deps:
+	mkdir -p .device/debs .device/root .device/bin
+	cd .device/debs && apt-get download $(DEVICE_DEBS)
+	for f in .device/debs/*.deb; do dpkg -x "$$f" .device/root; done
+	cp "$$(command -v $(MAKE))" .device/bin/make
+device-run:
+	sh bench/device.sh
+bench-gpu: $(BUILD)/libfeather_kernels.so
+
 # Per-file instruction sets: only the SIMD kernels are built with them, and they are only
 # called after run-time detection.
 $(BUILD)/obj/%_avx2.o:   XFLAGS := -mavx2 -mf16c -mfma
@@ -38,7 +108,7 @@ $(BUILD)/obj/%_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -m
 
 .SECONDARY:
 .PHONY: all lib programs check test demo install uninstall deps clean check-asan fuzz bench \
-        check-gpu-build
+        check-gpu-build device-deps device-run bench-gpu
 all: lib programs
 lib: $(LIB)
 programs: $(PROGRAMS)
@@ -71,11 +141,13 @@ deps:
 test: all $(BUILD)/test-runner
 	FEATHER_BIN=$(BUILD) $(BUILD)/test-runner $(T)
 
-check: deps
+# NO_DEPS=1: no package installs (machines without a registry).
+check: $(if $(NO_DEPS),,deps)
+	$(MAKE) check-gpu-build
 	$(MAKE) test
 
 # Same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
-check-asan: deps
+check-asan: $(if $(NO_DEPS),,deps)
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 		LDFLAGS="-fsanitize=address,undefined" test
 
@@ -130,7 +202,7 @@ install: all
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*FEATHER_VERSION_STRING "\(.*\)"/\1/p' include/feather/feather.h)|g' \
-		src/feather.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/feather.pc
+		-e 's|@GPU_LIBS@|$(GPU_LIBS)|' src/feather.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/feather.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/feather-convert $(DESTDIR)$(PREFIX)/bin/feather-verify \
