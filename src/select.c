@@ -220,9 +220,9 @@ static void decide(feather_reader *r, feather_plan_entry *e, const feather_conve
         set(e, FEATHER_KEEP, "preset %s keeps this layer at full precision", preset);
         return;
     }
-    if (n % FEATHER_SHAPE_MULTIPLE || k % FEATHER_SHAPE_MULTIPLE) {
-        set(e, FEATHER_KEEP, "shape %s: N and K must be multiples of %d for the kernel", shp,
-            FEATHER_SHAPE_MULTIPLE);
+    /* The converter takes exactly the shapes the matmul takes (gemm.h states the rule). */
+    if (!feather_gemm_supported(n, k, FEATHER_SCALE_TENSOR, 0)) {
+        set(e, FEATHER_KEEP, "shape %s: the kernel needs N a multiple of 8 and K a multiple of 16", shp);
         return;
     }
     if (o->quant.mode == FEATHER_SCALE_BLOCK && !fp8 && k % o->quant.group) {
@@ -326,8 +326,8 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     if (!selected) {
         st = feather_fail(err, FEATHER_E_INVALID,
                           "%s: nothing to convert: none of its %zu tensors is a 2-D linear weight "
-                          "with N and K multiples of %d outside the kept layers (see --plan)",
-                          feather_reader_path(r), p->n, FEATHER_SHAPE_MULTIPLE);
+                          "of a shape the kernel takes outside the kept layers (see --plan)",
+                          feather_reader_path(r), p->n);
         goto done;
     }
     for (size_t i = 0; i < p->n; i++) {

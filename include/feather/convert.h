@@ -7,6 +7,7 @@
 #define FEATHER_CONVERT_H
 
 #include "feather/feather.h"
+#include "feather/gemm.h"
 #include "feather/quant.h"
 #include "feather/safetensors.h"
 
@@ -18,22 +19,12 @@ extern "C" {
 #define FEATHER_FORMAT_NAME "feather-fp8"
 #define FEATHER_FORMAT_VERSION 1
 
-/* Shapes the matmul kernel takes: a weight (N, K) is converted only when both are
- * multiples of this. */
-#define FEATHER_SHAPE_MULTIPLE 32
-
 typedef enum feather_layout {
     FEATHER_LAYOUT_PACKED = 0, /* F8_E5M2 [K/16, N, 16] for the feather kernel */
     FEATHER_LAYOUT_COMFY       /* plain [N, K] fp8 + ComfyUI per-layer quantisation metadata */
 } feather_layout;
 
 const char *feather_layout_name(feather_layout l);
-
-typedef enum feather_device {
-    FEATHER_DEVICE_AUTO = 0, /* GPU when one is usable, else CPU */
-    FEATHER_DEVICE_CPU,
-    FEATHER_DEVICE_GPU       /* fail with FEATHER_E_UNSUPPORTED when no GPU is usable */
-} feather_device;
 
 /* ---- presets: model families whose fragile layers stay at full precision ---- */
 typedef struct feather_preset {
