@@ -107,7 +107,7 @@ $(BUILD)/obj/%_avx2.o:   XFLAGS := -mavx2 -mf16c -mfma
 $(BUILD)/obj/%_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mf16c -mfma
 
 .SECONDARY:
-.PHONY: all lib programs check test demo install uninstall deps clean check-asan fuzz bench \
+.PHONY: all lib programs check test demo install uninstall deps test-deps clean check-asan fuzz bench \
         check-gpu-build device-deps device-run bench-gpu
 all: lib programs
 lib: $(LIB)
@@ -141,13 +141,19 @@ deps:
 test: all $(BUILD)/test-runner
 	FEATHER_BIN=$(BUILD) $(BUILD)/test-runner $(T)
 
+# Tools the tests drive: the zstd program (compressed outputs must decompress with it) and
+# Chromium (the HTML report is rendered headless).
+TEST_DEBS := zstd chromium
+test-deps:
+	@sh .ci/deps.sh $(TEST_DEBS)
+
 # NO_DEPS=1: no package installs (machines without a registry).
-check: $(if $(NO_DEPS),,deps)
+check: $(if $(NO_DEPS),,deps test-deps)
 	$(MAKE) check-gpu-build
 	$(MAKE) test
 
 # Same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
-check-asan: $(if $(NO_DEPS),,deps)
+check-asan: $(if $(NO_DEPS),,deps test-deps)
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 		LDFLAGS="-fsanitize=address,undefined" test
 
@@ -174,6 +180,7 @@ FUZZ_CC ?= clang
 FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Werror -fno-omit-frame-pointer \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 fuzz: deps
+	@sh .ci/deps.sh clang libclang-rt-14-dev
 	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/fuzz_header
 	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
 	build-fuzz/fuzz_header -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
