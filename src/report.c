@@ -161,8 +161,10 @@ static void svg_line(sbuf *b, const feather_verify_report *r, double lo, double 
                      "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.1f</text>\n",
                   L, W - R, y, y, L - 4, y + 4, v);
     }
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">layer (model order)</text>\n",
-              (W + L) / 2, H - 8);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">layer (model order)</text>\n"
+                 "<text x=\"12\" y=\"%d\" font-size=\"11\" transform=\"rotate(-90 12 %d)\" "
+                 "text-anchor=\"middle\">SNR (dB)</text>\n",
+              (W + L) / 2, H - 8, (H - B + T) / 2, (H - B + T) / 2);
     size_t n = 0, j = 0;
     for (size_t i = 0; i < r->count; i++) n += r->tensors[i].measured && isfinite(shown_snr(&r->tensors[i]));
     sb_printf(b, "<polyline fill=\"none\" stroke=\"#3b6fb6\" stroke-width=\"1.2\" points=\"");
@@ -213,8 +215,9 @@ static void svg_hist(sbuf *b, const feather_verify_report *r, double lo, double 
                   cnt[k]);
     }
     for (int g = 0; g <= 4; g++)
-        sb_printf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%.1f dB</text>\n",
-                  L + (W - L - R) * g / 4.0, H - 12, lo + (hi - lo) * g / 4);
+        sb_printf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"%s\">%.1f dB</text>\n",
+                  L + (W - L - R) * g / 4.0, H - 12, g == 0 ? "start" : g == 4 ? "end" : "middle",
+                  lo + (hi - lo) * g / 4);
     sb_printf(b, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#999\"/>\n</svg>\n", L, W - R, H - B, H - B);
 }
 
@@ -259,7 +262,7 @@ char *feather_report_html(const feather_verify_report *r) {
     sb_printf(&b, "<b class=\"%s\">%s</b>: %zu tensors, %zu with problems, %zu under the thresholds.",
               ok ? "ok" : "fail", ok ? "PASS" : "FAIL", r->count, r->problems, r->threshold_failures);
     if (r->bytes_reference)
-        sb_printf(&b, " Size %.3f GB &rarr; %.3f GB (%.1f%% saved).", r->bytes_reference / 1e9, r->bytes_converted / 1e9,
+        sb_printf(&b, " Size %.1f MB &rarr; %.1f MB (%.1f%% saved).", r->bytes_reference / 1e6, r->bytes_converted / 1e6,
                   100.0 * (1.0 - (double)r->bytes_converted / (double)r->bytes_reference));
     if (r->measured)
         sb_printf(&b, " SNR over %zu converted tensors: mean %.2f dB, median %.2f dB, worst %.2f dB.", r->measured,
