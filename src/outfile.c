@@ -9,12 +9,12 @@
  *
  * Without overwrite the final name is created with linkat() (or renameat2 RENAME_NOREPLACE),
  * which fails if the name exists, so a file that appeared while we were writing is never
- * clobbered. */
+ * clobbered. With overwrite, a final name that is a symbolic link is replaced by the file (the
+ * link's target is left alone), as rename() does. */
 #include "outfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,8 @@ struct feather_outfile_knobs feather_outfile_knobs;
 
 /* 16 MiB: large enough that the per-call cost of write() vanishes next to copying. */
 #define DEFAULT_BUFFER (16u << 20)
-/* Chunks at least this large skip the buffer (one copy less) when it is empty. */
+/* Chunks at least this large skip the buffer (one copy less): the buffer is flushed first and
+ * the chunk goes straight to write(). */
 #define DIRECT_MIN (1u << 20)
 /* Write-behind: dirty pages are handed to the device in windows of this size as soon as they
  * are complete, and once a window is more than a few windows behind, we wait for it and drop

@@ -606,9 +606,17 @@ static void exists_cases(int named_temp) {
     CHECK(b && len == 12 && !memcmp(b, "someone else", 12));
     free(b);
 
+    /* A new name without overwrite. */
+    const char *p3 = join(dir, "fresh.safetensors");
+    CHECK(write_model(p3, NULL, t, 1, NULL, 4, &err) == FEATHER_OK);
+    b = read_all(p3, &len);
+    REQUIRE(b);
+    cJSON_Delete(check_file(b, len, 1));
+    free(b);
+
     /* Nothing else is left in the directory. */
     char names[512];
-    CHECK_EQ_U(dir_entries(dir, names, sizeof names), 2);
+    CHECK_EQ_U(dir_entries(dir, names, sizeof names), 3);
     feather_outfile_knobs.force_named_temp = 0;
 }
 
@@ -803,6 +811,30 @@ static void slow_writer_child(const char *path, int notify_fd) {
     }
     feather_writer_abort(w);
     _exit(st == FEATHER_OK ? 5 : 6);
+}
+
+TEST(writer_output_has_no_name_until_commit) {
+    const char *dir = subdir("anon");
+    if (!tmpfile_supported(dir)) {
+        test_skip("filesystem without O_TMPFILE: the output is built under a hidden name");
+        return;
+    }
+    const char *path = join(dir, "m.safetensors");
+    feather_outfile_knobs.buffer_size = 4096;
+    feather_error err = {0};
+    feather_writer *w;
+    const uint64_t shape[] = {1 << 16};
+    static unsigned char data[1 << 16];
+    REQUIRE(feather_writer_open(&w, path, NULL, &err) == FEATHER_OK);
+    CHECK(feather_writer_tensor(w, "w", FEATHER_U8, 1, shape, &err) == FEATHER_OK);
+    CHECK(feather_writer_begin(w, &err) == FEATHER_OK);
+    CHECK(feather_writer_write(w, data, sizeof data, &err) == FEATHER_OK);
+    CHECK_EQ_U(dir_entries(dir, NULL, 0), 0);
+    CHECK(feather_writer_commit(w, &err) == FEATHER_OK);
+    char names[512];
+    CHECK_EQ_U(dir_entries(dir, names, sizeof names), 1);
+    CHECK(exists(path));
+    feather_outfile_knobs.buffer_size = 0;
 }
 
 TEST(writer_kill9_leaves_nothing) {
