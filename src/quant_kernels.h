@@ -26,7 +26,8 @@
  * case.
  *
  * 'unit' kernels ignore inv and compute the plain cast (inv == 1); for F16 → e5m2 this is pure
- * 16-bit integer rounding, the fastest path. */
+ * 16-bit integer rounding, the fastest path, and BF16 → e5m2 joins it after an exact
+ * bf16 → fp16 conversion (AVX2/AVX-512). Other casts work in f32 lanes. */
 typedef int (*feather_cast_fn)(const void *src, size_t n, float inv, uint8_t *dst,
                                size_t dst_stride);
 
