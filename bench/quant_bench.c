@@ -1,7 +1,7 @@
 /* Throughput of casting a weight to fp8 (plain and prepacked) through feather_quantize_with.
  *
  *   quant_bench [--rows N] [--cols K] [--tensors T] [--reps R] [--threads LIST] [--quick]
- *               [--no-scalar]
+ *               [--no-scalar] [--simd scalar,avx2,avx512]
  *
  * T tensors of N × K random normal weights (default 4 × 3072 × 12288, 288 MiB of fp16, more
  * than the last-level cache) are cast in rotation, so every pass reads from DRAM. For every
@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     uint64_t n = 3072, k = 12288;
     int tensors = 4, reps = 3, quick = 0;
     int thr[8] = {1, 2}, nthr = 2;
-    int minlv = FEATHER_SIMD_SCALAR;
+    int want_lv[3] = {1, 1, 1}; /* scalar, avx2, avx512 */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--cols") && i + 1 < argc) k = strtoull(argv[++i], NULL, 10);
@@ -54,9 +54,15 @@ int main(int argc, char **argv) {
             nthr = 0;
             for (char *p = strtok(argv[++i], ","); p && nthr < 8; p = strtok(NULL, ",")) thr[nthr++] = atoi(p);
         } else if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--no-scalar")) minlv = FEATHER_SIMD_AVX2;
+        else if (!strcmp(argv[i], "--no-scalar")) want_lv[0] = 0;
+        else if (!strcmp(argv[i], "--simd") && i + 1 < argc) {
+            want_lv[0] = want_lv[1] = want_lv[2] = 0;
+            for (char *p = strtok(argv[++i], ","); p; p = strtok(NULL, ","))
+                for (int l = 0; l < 3; l++)
+                    if (!strcmp(p, feather_simd_name((feather_simd)l))) want_lv[l] = 1;
+        }
         else {
-            fprintf(stderr, "usage: %s [--rows N] [--cols K] [--tensors T] [--reps R] [--threads 1,2] [--quick] [--no-scalar]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--rows N] [--cols K] [--tensors T] [--reps R] [--threads 1,2] [--quick] [--no-scalar] [--simd scalar,avx2,avx512]\n", argv[0]);
             return 64;
         }
     }
@@ -118,8 +124,8 @@ int main(int argc, char **argv) {
                 for (int ti = 0; ti < nthr; ti++) {
                     feather_ctx *ctx = feather_ctx_new(thr[ti]);
                     if (!ctx) return 2;
-                    for (int lv = minlv; lv <= (int)feather_simd_detect(); lv++) {
-                        if (quick && lv == 0 && thr[ti] > 1) continue;
+                    for (int lv = 0; lv <= (int)feather_simd_detect(); lv++) {
+                        if (!want_lv[lv] || (quick && lv == 0 && thr[ti] > 1)) continue;
                         feather_ctx_set_simd(ctx, (feather_simd)lv);
                         for (int packed = 0; packed < 2; packed++) {
                             double best = 1e30, best_cpu = 1e30;
@@ -177,7 +183,8 @@ int main(int argc, char **argv) {
         float s = 0.0937f / FEATHER_E5M2_MAX;
         for (size_t i = 0; i < nk; i++) w16[0][i] = feather_f32_to_f16(master[i]);
         printf("%s\nwith statistics (F16 -> e5m2, tensor scale, packed, 1 thread, 1 tensor):\n", sep);
-        for (int lv = minlv; lv <= (int)feather_simd_detect(); lv++) {
+        for (int lv = 0; lv <= (int)feather_simd_detect(); lv++) {
+            if (!want_lv[lv]) continue;
             feather_ctx_set_simd(ctx, (feather_simd)lv);
             double best = 1e30, best_cpu = 1e30;
             feather_quant_stats st;

@@ -85,11 +85,22 @@ AI int run_f32(const void *src, size_t n, float inv, uint8_t *dst, size_t stride
     return bad;
 }
 
-/* fp16 → e5m2 plain cast: integer rounding of the 16-bit pattern (see fp8_avx512.c). */
-AI __m128i e5m2_16(const uint16_t *p, __m256i *acc) {
+/* fp16 → e5m2 plain cast: integer rounding of the 16-bit pattern; bf16 → e5m2 plain cast:
+ * bf16 → fp16 (VCVTPS2PH, exact where it matters) first. See fp8_avx512.c. */
+AI __m128i f16_of_bf16(__m128i b) {
+    __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(b), 16));
+    return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+AI __m128i e5m2_16(const uint16_t *p, int bf, __m256i *acc) {
     __m256i h = _mm256_loadu_si256((const __m256i *)p);
     __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7fff));
-    *acc = _mm256_max_epu16(*acc, a);
+    *acc = _mm256_max_epu16(*acc, a); /* of the source pattern */
+    if (bf) {
+        h = _mm256_inserti128_si256(_mm256_castsi128_si256(f16_of_bf16(_mm256_castsi256_si128(h))),
+                                    f16_of_bf16(_mm256_extracti128_si256(h, 1)), 1);
+        a = _mm256_and_si256(h, _mm256_set1_epi16(0x7fff));
+    }
     __m256i odd = _mm256_and_si256(_mm256_srli_epi16(a, 8), _mm256_set1_epi16(1));
     __m256i r = _mm256_add_epi16(_mm256_add_epi16(a, _mm256_set1_epi16(0x7f)), odd);
     r = _mm256_min_epu16(r, _mm256_set1_epi16(0x7bff));
@@ -99,27 +110,38 @@ AI __m128i e5m2_16(const uint16_t *p, __m256i *acc) {
     return _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
 }
 
-static int run_f16_e5m2_unit(const void *src, size_t n, float inv, uint8_t *dst, size_t stride) {
-    (void)inv;
+AI int flag16(__m256i acc, uint16_t lim) {
+    __m128i m = _mm_max_epu16(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    m = _mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi16(-1))); /* max = ~min(~x) */
+    return (uint16_t)~_mm_extract_epi16(m, 0) >= lim;
+}
+
+AI int run_e5m2_unit(const void *src, size_t n, uint8_t *dst, size_t stride, int bf) {
     const uint16_t *s = src;
     __m256i acc = _mm256_setzero_si256();
     size_t i = 0;
     uint8_t *o = dst;
     for (; i + 32 <= n; i += 32, o += 2 * stride) {
-        __m128i c0 = e5m2_16(s + i, &acc), c1 = e5m2_16(s + i + 16, &acc);
+        __m128i c0 = e5m2_16(s + i, bf, &acc), c1 = e5m2_16(s + i + 16, bf, &acc);
         _mm_storeu_si128((__m128i *)o, c0);
         _mm_storeu_si128((__m128i *)(o + stride), c1);
     }
-    for (; i + 16 <= n; i += 16, o += stride) _mm_storeu_si128((__m128i *)o, e5m2_16(s + i, &acc));
-    __m128i m = _mm_max_epu16(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    m = _mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi16(-1))); /* max = ~min(~x) */
-    int bad = (uint16_t)~_mm_extract_epi16(m, 0) >= 0x7c00;
-    for (; i < n; i++, o++) {
+    for (; i + 16 <= n; i += 16, o += stride) _mm_storeu_si128((__m128i *)o, e5m2_16(s + i, bf, &acc));
+    int bad = flag16(acc, bf ? 0x7f80 : 0x7c00);
+    for (; i < n; i++, o++) { /* partial last piece: the scalar reference */
         uint16_t h = feather_ld16(src, i);
-        bad |= (h & 0x7c00) == 0x7c00;
-        *o = feather_f16_to_e5m2(h);
+        bad |= (h & (bf ? 0x7f80 : 0x7c00)) == (bf ? 0x7f80 : 0x7c00);
+        *o = bf ? feather_bf16_to_e5m2(h) : feather_f16_to_e5m2(h);
     }
     return bad;
+}
+static int run_f16_e5m2_unit(const void *src, size_t n, float inv, uint8_t *dst, size_t stride) {
+    (void)inv;
+    return run_e5m2_unit(src, n, dst, stride, 0);
+}
+static int run_bf16_e5m2_unit(const void *src, size_t n, float inv, uint8_t *dst, size_t stride) {
+    (void)inv;
+    return run_e5m2_unit(src, n, dst, stride, 1);
 }
 
 #define KERNEL(name, dt, e4m3, unit)                                                           \
@@ -130,7 +152,6 @@ KERNEL(k_f16_e5m2, FEATHER_F16, 0, 0)
 KERNEL(k_f16_e4m3, FEATHER_F16, 1, 0)
 KERNEL(k_f16_e4m3_u, FEATHER_F16, 1, 1)
 KERNEL(k_bf16_e5m2, FEATHER_BF16, 0, 0)
-KERNEL(k_bf16_e5m2_u, FEATHER_BF16, 0, 1)
 KERNEL(k_bf16_e4m3, FEATHER_BF16, 1, 0)
 KERNEL(k_bf16_e4m3_u, FEATHER_BF16, 1, 1)
 KERNEL(k_f32_e5m2, FEATHER_F32, 0, 0)
@@ -140,7 +161,7 @@ KERNEL(k_f32_e4m3_u, FEATHER_F32, 1, 1)
 
 static const feather_cast_fn kernels[3][2][2] = {
     {{k_f16_e5m2, run_f16_e5m2_unit}, {k_f16_e4m3, k_f16_e4m3_u}},
-    {{k_bf16_e5m2, k_bf16_e5m2_u}, {k_bf16_e4m3, k_bf16_e4m3_u}},
+    {{k_bf16_e5m2, run_bf16_e5m2_unit}, {k_bf16_e4m3, k_bf16_e4m3_u}},
     {{k_f32_e5m2, k_f32_e5m2_u}, {k_f32_e4m3, k_f32_e4m3_u}},
 };
 
@@ -167,7 +188,7 @@ AI void store_line(uint8_t *p, __m128i a, __m128i b, __m128i c, __m128i d, int n
 /* piece of 16 elements of a row: the f32 path, or fp16 → e5m2 integer rounding (flag words) */
 AI __m128i piece(const unsigned char *row, size_t x, int dt, int e4m3, int unit, int intpath,
                  __m256 vinv, __m256i *acc) {
-    if (intpath) return e5m2_16((const uint16_t *)row + x, acc);
+    if (intpath) return e5m2_16((const uint16_t *)row + x, dt == FEATHER_BF16, acc);
     return cast16(row, x, dt, e4m3, unit, vinv, acc);
 }
 
@@ -196,11 +217,7 @@ AI int tile(const void *src, size_t ss, size_t n, const float inv[4], uint8_t *d
         }
     }
 #undef P
-    if (intpath) {
-        __m128i m = _mm_max_epu16(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-        m = _mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi16(-1)));
-        return (uint16_t)~_mm_extract_epi16(m, 0) >= 0x7c00;
-    }
+    if (intpath) return flag16(acc, dt == FEATHER_BF16 ? 0x7f80 : 0x7c00);
     return max_at_least(acc, 0x7f800000u);
 }
 
@@ -214,7 +231,7 @@ TILE(t_f16_e5m2_u, FEATHER_F16, 0, 1, 1)
 TILE(t_f16_e4m3, FEATHER_F16, 1, 0, 0)
 TILE(t_f16_e4m3_u, FEATHER_F16, 1, 1, 0)
 TILE(t_bf16_e5m2, FEATHER_BF16, 0, 0, 0)
-TILE(t_bf16_e5m2_u, FEATHER_BF16, 0, 1, 0)
+TILE(t_bf16_e5m2_u, FEATHER_BF16, 0, 1, 1)
 TILE(t_bf16_e4m3, FEATHER_BF16, 1, 0, 0)
 TILE(t_bf16_e4m3_u, FEATHER_BF16, 1, 1, 0)
 TILE(t_f32_e5m2, FEATHER_F32, 0, 0, 0)

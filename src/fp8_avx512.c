@@ -101,7 +101,14 @@ AI int run_f32(const void *src, size_t n, float inv, uint8_t *dst, size_t stride
 }
 
 /* ---- fp16 → e5m2 plain cast: e5m2 is the high byte of fp16, so RNE is integer rounding
- * of the 16-bit pattern (the carry runs into the exponent correctly, also from subnormals). */
+ * of the 16-bit pattern (the carry runs into the exponent correctly, also from subnormals).
+ *
+ * bf16 → e5m2 plain cast: first bf16 → fp16 with VCVTPS2PH (RNE). That is exact wherever
+ * the result can matter: every bf16 (8 significant bits) from 2^-17 up to 65504 is an fp16;
+ * below 2^-17 both routes give 0 (fp16 cannot round past 2^-17, the e5m2 tie to 0); above,
+ * fp16 overflows to Inf and both saturate. So the fp16 integer path rounds once, like the
+ * reference (the exhaustive bf16 test checks it). Only for the plain cast: a scaled f32 product
+ * has 24 significant bits and would be rounded twice. */
 AI __m512i e5m2_words_from_f16(__m512i h, __m512i *acc) {
     __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7fff));
     *acc = _mm512_max_epu16(*acc, a);
@@ -113,32 +120,55 @@ AI __m512i e5m2_words_from_f16(__m512i h, __m512i *acc) {
     return _mm512_maskz_srli_epi16(ok, sr, 8);
 }
 
-AI __m128i e5m2_16(const uint16_t *p, __m512i *acc, int masked, __mmask16 m) {
+AI __m256i f16_of_bf16(__m256i b) {
+    __m512 f = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+    return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* 32 source words (fp16, or bf16 when bf) → e5m2 codes in the low byte of each word.
+ * acc collects |pattern| of the source for the non-finite check. */
+AI __m512i e5m2_words(__m512i src, int bf, __m512i *acc) {
+    if (!bf) return e5m2_words_from_f16(src, acc);
+    *acc = _mm512_max_epu16(*acc, _mm512_and_si512(src, _mm512_set1_epi16(0x7fff)));
+    __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(f16_of_bf16(_mm512_castsi512_si256(src))),
+                                   f16_of_bf16(_mm512_extracti64x4_epi64(src, 1)), 1);
+    __m512i unused = _mm512_setzero_si512();
+    return e5m2_words_from_f16(h, &unused);
+}
+
+AI __m128i e5m2_16(const uint16_t *p, int bf, __m512i *acc, int masked, __mmask16 m) {
     __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p);
-    __m512i w = e5m2_words_from_f16(_mm512_zextsi256_si512(h), acc);
+    __m512i w = e5m2_words(_mm512_zextsi256_si512(h), bf, acc);
     return _mm256_cvtepi16_epi8(_mm512_castsi512_si256(w));
 }
 
-static int run_f16_e5m2_unit(const void *src, size_t n, float inv, uint8_t *dst, size_t stride) {
-    (void)inv;
+AI int run_e5m2_unit(const void *src, size_t n, uint8_t *dst, size_t stride, int bf) {
     const uint16_t *s = src;
     __m512i acc = _mm512_setzero_si512();
     size_t i = 0;
     uint8_t *o = dst;
     for (; i + 64 <= n; i += 64, o += 4 * stride) {
-        __m256i b0 = _mm512_cvtepi16_epi8(e5m2_words_from_f16(_mm512_loadu_si512(s + i), &acc));
-        __m256i b1 = _mm512_cvtepi16_epi8(e5m2_words_from_f16(_mm512_loadu_si512(s + i + 32), &acc));
+        __m256i b0 = _mm512_cvtepi16_epi8(e5m2_words(_mm512_loadu_si512(s + i), bf, &acc));
+        __m256i b1 = _mm512_cvtepi16_epi8(e5m2_words(_mm512_loadu_si512(s + i + 32), bf, &acc));
         _mm_storeu_si128((__m128i *)o, _mm256_castsi256_si128(b0));
         _mm_storeu_si128((__m128i *)(o + stride), _mm256_extracti128_si256(b0, 1));
         _mm_storeu_si128((__m128i *)(o + 2 * stride), _mm256_castsi256_si128(b1));
         _mm_storeu_si128((__m128i *)(o + 3 * stride), _mm256_extracti128_si256(b1, 1));
     }
-    for (; i + 16 <= n; i += 16, o += stride) _mm_storeu_si128((__m128i *)o, e5m2_16(s + i, &acc, 0, 0));
+    for (; i + 16 <= n; i += 16, o += stride) _mm_storeu_si128((__m128i *)o, e5m2_16(s + i, bf, &acc, 0, 0));
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        _mm_mask_storeu_epi8(o, m, e5m2_16(s + i, &acc, 1, m));
+        _mm_mask_storeu_epi8(o, m, e5m2_16(s + i, bf, &acc, 1, m));
     }
-    return _mm512_cmpge_epu16_mask(acc, _mm512_set1_epi16(0x7c00)) != 0;
+    return _mm512_cmpge_epu16_mask(acc, _mm512_set1_epi16(bf ? 0x7f80 : 0x7c00)) != 0;
+}
+static int run_f16_e5m2_unit(const void *src, size_t n, float inv, uint8_t *dst, size_t stride) {
+    (void)inv;
+    return run_e5m2_unit(src, n, dst, stride, 0);
+}
+static int run_bf16_e5m2_unit(const void *src, size_t n, float inv, uint8_t *dst, size_t stride) {
+    (void)inv;
+    return run_e5m2_unit(src, n, dst, stride, 1);
 }
 
 #define KERNEL(name, dt, e4m3, unit)                                                           \
@@ -149,7 +179,6 @@ KERNEL(k_f16_e5m2, FEATHER_F16, 0, 0)
 KERNEL(k_f16_e4m3, FEATHER_F16, 1, 0)
 KERNEL(k_f16_e4m3_u, FEATHER_F16, 1, 1)
 KERNEL(k_bf16_e5m2, FEATHER_BF16, 0, 0)
-KERNEL(k_bf16_e5m2_u, FEATHER_BF16, 0, 1)
 KERNEL(k_bf16_e4m3, FEATHER_BF16, 1, 0)
 KERNEL(k_bf16_e4m3_u, FEATHER_BF16, 1, 1)
 KERNEL(k_f32_e5m2, FEATHER_F32, 0, 0)
@@ -159,7 +188,7 @@ KERNEL(k_f32_e4m3_u, FEATHER_F32, 1, 1)
 
 static const feather_cast_fn kernels[3][2][2] = {
     {{k_f16_e5m2, run_f16_e5m2_unit}, {k_f16_e4m3, k_f16_e4m3_u}},
-    {{k_bf16_e5m2, k_bf16_e5m2_u}, {k_bf16_e4m3, k_bf16_e4m3_u}},
+    {{k_bf16_e5m2, run_bf16_e5m2_unit}, {k_bf16_e4m3, k_bf16_e4m3_u}},
     {{k_f32_e5m2, k_f32_e5m2_u}, {k_f32_e4m3, k_f32_e4m3_u}},
 };
 
@@ -203,23 +232,22 @@ AI int tile_f32(const void *src, size_t ss, size_t n, const float inv[4], uint8_
     return _mm512_cmpge_epu32_mask(acc, _mm512_set1_epi32(0x7f800000)) != 0;
 }
 
-/* 64 fp16 → 64 e5m2 bytes in order (pieces p0 … p3 in the four 128-bit lanes). */
-AI __m512i row64_e5m2(const unsigned char *row, size_t c, __m512i *acc) {
+/* 64 fp16 (or bf16) → 64 e5m2 bytes in order (pieces p0 … p3 in the four 128-bit lanes). */
+AI __m512i row64_e5m2(const unsigned char *row, size_t c, int bf, __m512i *acc) {
     const uint16_t *p = (const uint16_t *)row + c;
-    __m512i w01 = e5m2_words_from_f16(_mm512_loadu_si512(p), acc);
-    __m512i w23 = e5m2_words_from_f16(_mm512_loadu_si512(p + 32), acc);
+    __m512i w01 = e5m2_words(_mm512_loadu_si512(p), bf, acc);
+    __m512i w23 = e5m2_words(_mm512_loadu_si512(p + 32), bf, acc);
     /* per 128-bit lane: 8 bytes of w01, 8 of w23 → qwords p0lo p2lo p0hi p2hi p1lo p3lo p1hi p3hi */
     return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_packus_epi16(w01, w23));
 }
 
-static int tile_f16_e5m2_unit(const void *src, size_t ss, size_t n, const float inv[4],
-                              uint8_t *dst, size_t step, int packed, int nt) {
-    (void)inv;
+AI int tile_e5m2_unit(const void *src, size_t ss, size_t n, uint8_t *dst, size_t step, int packed,
+                      int nt, int bf) {
     const unsigned char *r0 = src, *r1 = r0 + 2 * ss, *r2 = r1 + 2 * ss, *r3 = r2 + 2 * ss;
     __m512i acc = _mm512_setzero_si512();
     for (size_t c = 0; c < n; c += 64) {
-        __m512i a = row64_e5m2(r0, c, &acc), b = row64_e5m2(r1, c, &acc);
-        __m512i d = row64_e5m2(r2, c, &acc), e = row64_e5m2(r3, c, &acc);
+        __m512i a = row64_e5m2(r0, c, bf, &acc), b = row64_e5m2(r1, c, bf, &acc);
+        __m512i d = row64_e5m2(r2, c, bf, &acc), e = row64_e5m2(r3, c, bf, &acc);
         if (packed) {
             /* 4 × 4 transpose of 128-bit lanes: line p = (a.p, b.p, d.p, e.p) */
             __m512i t0 = _mm512_shuffle_i64x2(a, b, 0x44), t1 = _mm512_shuffle_i64x2(a, b, 0xee);
@@ -236,7 +264,17 @@ static int tile_f16_e5m2_unit(const void *src, size_t ss, size_t n, const float 
             store_line(dst + 3 * step + c, e, nt);
         }
     }
-    return _mm512_cmpge_epu16_mask(acc, _mm512_set1_epi16(0x7c00)) != 0;
+    return _mm512_cmpge_epu16_mask(acc, _mm512_set1_epi16(bf ? 0x7f80 : 0x7c00)) != 0;
+}
+static int tile_f16_e5m2_unit(const void *src, size_t ss, size_t n, const float inv[4],
+                              uint8_t *dst, size_t step, int packed, int nt) {
+    (void)inv;
+    return tile_e5m2_unit(src, ss, n, dst, step, packed, nt, 0);
+}
+static int tile_bf16_e5m2_unit(const void *src, size_t ss, size_t n, const float inv[4],
+                               uint8_t *dst, size_t step, int packed, int nt) {
+    (void)inv;
+    return tile_e5m2_unit(src, ss, n, dst, step, packed, nt, 1);
 }
 
 #define TILE(name, dt, e4m3, unit)                                                             \
@@ -248,7 +286,6 @@ TILE(t_f16_e5m2, FEATHER_F16, 0, 0)
 TILE(t_f16_e4m3, FEATHER_F16, 1, 0)
 TILE(t_f16_e4m3_u, FEATHER_F16, 1, 1)
 TILE(t_bf16_e5m2, FEATHER_BF16, 0, 0)
-TILE(t_bf16_e5m2_u, FEATHER_BF16, 0, 1)
 TILE(t_bf16_e4m3, FEATHER_BF16, 1, 0)
 TILE(t_bf16_e4m3_u, FEATHER_BF16, 1, 1)
 TILE(t_f32_e5m2, FEATHER_F32, 0, 0)
@@ -258,7 +295,7 @@ TILE(t_f32_e4m3_u, FEATHER_F32, 1, 1)
 
 static const feather_tile_fn tiles[3][2][2] = {
     {{t_f16_e5m2, tile_f16_e5m2_unit}, {t_f16_e4m3, t_f16_e4m3_u}},
-    {{t_bf16_e5m2, t_bf16_e5m2_u}, {t_bf16_e4m3, t_bf16_e4m3_u}},
+    {{t_bf16_e5m2, tile_bf16_e5m2_unit}, {t_bf16_e4m3, t_bf16_e4m3_u}},
     {{t_f32_e5m2, t_f32_e5m2_u}, {t_f32_e4m3, t_f32_e4m3_u}},
 };
 

@@ -4,7 +4,15 @@
  * Every kernel exists in a scalar version and, where it pays, in AVX2 (fp8_avx2.c) and
  * AVX-512 (fp8_avx512.c) versions that give bit-identical results. The SIMD files are built
  * with their instruction-set flags, so they must only be reached through the getters below,
- * which take the level from feather_ctx_simd() (already limited to what the CPU supports). */
+ * which take the level from feather_ctx_simd() (already limited to what the CPU supports).
+ *
+ * For the scale search: the codes of one candidate on a run of n weights (any n) are
+ *     feather_cast_fn cast = feather_cast_kernel(feather_ctx_simd(ctx), dtype, fmt, inv == 1.0f);
+ *     int nonfinite = cast(w, n, inv, codes, 16);
+ * (bit-identical to fp8(f32(w) · inv) at every level), and with uniform importance the
+ * objective Σ (w − s·q)² of that candidate, in a fixed order that is the same at every level,
+ * is what feather_stats_kernel accumulates (sum the 8 err_sq lanes in order 0 … 7). Select the
+ * kernel once per tensor, not per group: the getters are cheap but not free. */
 #ifndef FEATHER_QUANT_KERNELS_H
 #define FEATHER_QUANT_KERNELS_H
 
@@ -26,7 +34,8 @@
  * case.
  *
  * 'unit' kernels ignore inv and compute the plain cast (inv == 1); for F16 → e5m2 this is pure
- * 16-bit integer rounding, the fastest path. */
+ * 16-bit integer rounding, the fastest path, and BF16 → e5m2 joins it after an exact
+ * bf16 → fp16 conversion (AVX2/AVX-512). Other casts work in f32 lanes. */
 typedef int (*feather_cast_fn)(const void *src, size_t n, float inv, uint8_t *dst,
                                size_t dst_stride);
 

@@ -6,9 +6,9 @@
  * the packed layout is written directly (no plain intermediate) and sequentially within each
  * slab. Packed output walks the strip one chunk of CHUNK columns (16 slabs) at a time, so the
  * strip's 16 read streams and 16 write streams stay short; plain output walks 4 rows over the
- * whole K. Large outputs are written with streaming stores (FEATHER_STREAM_MIN). Leftovers - rows beyond
- * a multiple of 4, columns beyond a multiple of 64, and block sizes that are not multiples of
- * 64 - go through the one-row kernels, which store 16-byte pieces.
+ * whole K. Large outputs are written with streaming stores (FEATHER_STREAM_MIN). Leftovers -
+ * rows beyond a multiple of 4, columns beyond a multiple of 64, and block sizes that are not
+ * multiples of 64 - go through the one-row kernels, which store 16-byte pieces.
  *
  * A row is cut into runs that share one scale; each run costs one division (inv = 1/s) per
  * row and one kernel call. NaN/Inf inputs are detected by the kernels as they go; only a strip
@@ -209,7 +209,11 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
     default: return FAIL(FEATHER_E_ARG, "unknown scale mode %d", (int)opts->mode);
     }
     if (!scales && opts->mode != FEATHER_SCALE_NONE)
-        return FAIL(FEATHER_E_ARG, "no scales given for mode %d", (int)opts->mode);
+        return FAIL(FEATHER_E_ARG, "no scales given (scale mode %s needs them)",
+                    opts->mode == FEATHER_SCALE_ABSMAX    ? "absmax"
+                    : opts->mode == FEATHER_SCALE_TENSOR  ? "tensor"
+                    : opts->mode == FEATHER_SCALE_CHANNEL ? "channel"
+                                                          : "block");
     if (scales && nk) {
         for (uint64_t i = 0; i < nscales; i++) {
             float s = scales[i];
@@ -265,7 +269,7 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
     feather_status st = FEATHER_OK;
     uint64_t bad = atomic_load(&j.nonfinite);
     if (atomic_load(&j.cancelled)) {
-        st = feather_fail(err, FEATHER_E_CANCELLED, "cancelled");
+        st = FAIL(FEATHER_E_CANCELLED, "cancelled");
     } else if (bad && !opts->allow_nonfinite) {
         st = FAIL(FEATHER_E_INVALID,
                   "%llu NaN/Inf values (use --allow-nonfinite to map NaN to 0 and Inf to ±max)",

@@ -111,6 +111,27 @@ static void exhaustive16(feather_dtype dt) {
                                   feather_fp8_name((feather_fp8)f), (double)inv, i, got[i], want[i]);
                 }
                 feather_ctx_free(c);
+                /* the 4-row kernels: the patterns as 4 rows of 16,384, plain and packed */
+                static _Alignas(64) uint8_t tiled[65536];
+                for (int unit = 0; unit < 2; unit++) {
+                    if (unit && inv != 1.0f) continue;
+                    feather_tile_fn t = feather_tile_kernel(lv[l], dt, (feather_fp8)f, unit);
+                    const float inv4[4] = {inv, inv, inv, inv};
+                    for (int packed = 0; packed < 2; packed++) {
+                        memset(tiled, 0xaa, sizeof tiled);
+                        t(src, 16384, 16384, inv4, tiled, packed ? 64 : 16384, packed, packed);
+                        feather_stream_fence();
+                        int bad = 0;
+                        for (int i = 0; i < 65536 && bad < 3; i++) {
+                            int r = i / 16384, c = i % 16384;
+                            uint8_t g = tiled[packed ? (c / 16) * 64 + 16 * r + c % 16 : i];
+                            if (g != want[i] && bad++ < 3)
+                                test_fail(__FILE__, __LINE__, "%s tile unit %d packed %d %s→%s inv=%g: 0x%04x → 0x%02x, want 0x%02x",
+                                          feather_simd_name(lv[l]), unit, packed, feather_dtype_name(dt),
+                                          feather_fp8_name((feather_fp8)f), (double)inv, i, g, want[i]);
+                        }
+                    }
+                }
             }
             /* the scalar per-element functions too (inv = 1 only: that is what they do) */
             if (inv == 1.0f) {

@@ -15,6 +15,9 @@ static uint64_t rnd(void) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
+/* aligned_alloc wants a size that is a multiple of the alignment */
+static void *alloc64(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
+
 static double gauss(void) { /* Box-Muller */
     double u = ((rnd() >> 11) + 1) * 0x1p-53, v = (rnd() >> 11) * 0x1p-53;
     return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
@@ -385,7 +388,7 @@ TEST(pack_quantize_large_streaming) {
         uint64_t r = rnd();
         w[i] = (uint16_t)((r & 0x8000) | (0x1800 + (r >> 20) % 0x3c00));
     }
-    uint8_t *plain = aligned_alloc(64, n * k), *packed = aligned_alloc(64, n * k + 64), *re = malloc(n * k);
+    uint8_t *plain = alloc64(n * k), *packed = alloc64(n * k + 64), *re = malloc(n * k);
     REQUIRE(w && plain && packed && re);
     feather_ctx *ctx = feather_ctx_new(2);
     REQUIRE(ctx);
@@ -429,7 +432,7 @@ TEST(pack_large_layouts_every_alignment) {
     const uint64_t shapes[3][2] = {{1024, 8192}, {1022, 8208}, {515, 16400}};
     for (int sh = 0; sh < 3; sh++) {
         uint64_t n = shapes[sh][0], k = shapes[sh][1];
-        uint8_t *plain = malloc(n * k), *pbuf = aligned_alloc(64, n * k + 128), *ubuf = aligned_alloc(64, n * k + 128);
+        uint8_t *plain = malloc(n * k), *pbuf = alloc64(n * k + 128), *ubuf = alloc64(n * k + 128);
         REQUIRE(plain && pbuf && ubuf);
         for (uint64_t i = 0; i < n * k; i += 8) {
             uint64_t r = rnd();

@@ -55,8 +55,9 @@ float feather_fp8_to_f32(uint8_t q, feather_fp8 f);
 uint64_t feather_count_nonfinite(feather_dtype dtype, const void *src, size_t n);
 
 /* Bulk cast of n elements of src (F16, BF16 or F32): dst[i] = fp8(f32(src[i]) * inv_scale).
- * inv_scale == 1 is the plain cast. Uses the context's SIMD level; single-threaded (callers
- * split work). */
+ * inv_scale == 1 is the plain cast. Uses the context's SIMD level (ctx may be NULL: the
+ * detected one); single-threaded (callers split work). Any n, no alignment needed; every level
+ * gives the bytes of the scalar functions above. FEATHER_E_ARG for another dtype or format. */
 feather_status feather_fp8_cast(const feather_ctx *ctx, feather_dtype src_dtype, const void *src,
                                 size_t n, float inv_scale, feather_fp8 fmt, uint8_t *dst);
 
