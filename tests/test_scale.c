@@ -876,3 +876,31 @@ TEST(scale_histogram_large_tensor) {
     }
     for (int t = 0; t < 3; t++) feather_ctx_free(ctx[t]);
 }
+
+/* Counter limits at a window's edge: 4·65534 + 3 equal BF16 weights (four tables) and
+ * 2·65534 + 1 equal F16 weights (two tables) — every 16-bit counter ends at 65535 or below. */
+TEST(scale_histogram_counter_edges) {
+    const uint64_t sizes[2] = {4 * 65534 + 3, 2 * 65534 + 1};
+    for (int di = 0; di < 2; di++) {
+        feather_dtype dt = di ? FEATHER_F16 : FEATHER_BF16;
+        uint64_t n = sizes[di];
+        uint16_t *w = malloc(sizeof *w * (size_t)n);
+        REQUIRE(w);
+        uint16_t v = dt == FEATHER_F16 ? feather_f32_to_f16(0.0173f) : feather_f32_to_bf16(0.0173f);
+        for (uint64_t i = 0; i < n; i++) w[i] = v;
+        w[n - 1] = v + 3; /* a second value, so that the scale is not exact for the first */
+        feather_quant_options o = opts_of(FEATHER_FP8_E5M2, FEATHER_SCALE_TENSOR, 0);
+        float r[4] = {1, 1.25f, 1.5f, 1.75f}, sc;
+        double obj[4];
+        REQUIRE(feather_scale_search_ratios(NULL, &o, dt, w, 1, n, r, 4, &sc, obj, NULL) ==
+                FEATHER_OK);
+        float sa = group_amax(dt, w, 0, (size_t)n) / FEATHER_E5M2_MAX;
+        for (int j = 0; j < 4; j++) {
+            double d = direct_err(dt, w, 1, n, NULL, sa * r[j], FEATHER_FP8_E5M2);
+            if (!(fabs(obj[j] - d) <= 1e-9 * d))
+                test_fail(__FILE__, __LINE__, "dt %d cand %d: histogram %.12g direct %.12g", di, j,
+                          obj[j], d);
+        }
+        free(w);
+    }
+}
