@@ -18,7 +18,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-VARIANTS = {1: "skinny16", 2: "skinny32", 3: "tile64", 4: "tile128", 5: "tile256", 6: "wgmma", 7: "wgmma64", 8: "wgmma256", 9: "skinny16x"}
+VARIANTS = {1: "skinny16", 2: "skinny32", 3: "tile64", 4: "tile128", 5: "tile256", 6: "wgmma", 7: "wgmma64", 8: "wgmma256"}
 KIND = {"none": 0, "tensor": 1, "channel": 2, "block": 3}
 
 
@@ -119,7 +119,7 @@ def main():
                 rec["auto"] = VARIANTS[auto]
                 cand = [v for v in VARIANTS if args.variants == "all" or str(v) in args.variants.split(",")]
                 for v in cand:
-                    if (v in (1, 9) and m > 16) or (v == 2 and m > 32) or (v in (6, 7, 8) and m < 64):
+                    if (v == 1 and m > 16) or (v == 2 and m > 32) or (v in (6, 7, 8) and m < 64):
                         continue
                     if v >= 6 and mode == "block" and group % 64:
                         continue

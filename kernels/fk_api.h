@@ -27,7 +27,6 @@ enum {
     FK_VARIANT_WGMMA = 6,     /* Hopper (sm_90a) wgmma, 128 weight rows × 128 rows of A */
     FK_VARIANT_WGMMA64 = 7,   /* the same with 64 rows of A */
     FK_VARIANT_WGMMA256 = 8,  /* the same with 256 rows of A (not with block scales) */
-    FK_VARIANT_SKINNY16X = 9, /* M ≤ 16 with registers capped for more blocks per multiprocessor */
     FK_VARIANT_COUNT
 };
 

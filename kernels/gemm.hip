@@ -386,10 +386,6 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
      * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
     switch (variant) {
     case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 8, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY16X:
-        /* registers capped for 4 blocks (16 warps) per multiprocessor: more loads in flight */
-        if constexpr (BLOCK) return fk_go_skinny<Mma, 1, 8, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        else return fk_go_skinny<Mma, 1, 8, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64:
         if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 4, 2, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
@@ -415,8 +411,7 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     }
 #else
     switch (variant) {
-    case FK_VARIANT_SKINNY16:
-    case FK_VARIANT_SKINNY16X: return fk_go_skinny<Mma, 1, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
@@ -455,8 +450,10 @@ static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
     (void)n; (void)k;
-    /* M ≤ 16: narrower column tiles (the M ≤ 32 kernel) pay for short K without block scales */
-    if (m <= 16) return kind != FK_SCALE_BLOCK && k <= 4096 ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
+    /* M ≤ 16 (H100 measurements): the M ≤ 32 kernel's narrower column tiles win without block
+     * scales unless the weight is large (more than ~40 M bytes) */
+    if (m <= 16)
+        return kind != FK_SCALE_BLOCK && n * k <= (40ll << 20) ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
     if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
@@ -464,7 +461,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
         /* below that, blocks of 64 rows of A, unless too few of them for a long K: then the
          * tiled kernel, which splits K */
         long long blocks = ((n + 127) / 128) * ((m + 63) / 64);
-        if (blocks >= 96 || k <= 4096) return FK_VARIANT_WGMMA64;
+        if (blocks >= 64 || k <= 4096) return FK_VARIANT_WGMMA64;
     }
 #else
     (void)kind; (void)group;

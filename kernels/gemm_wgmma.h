@@ -191,22 +191,17 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
     const int nchunks = (p.K + 63) / 64;
     const uint32_t sel = fk_wg_a_sel(t);
 
-    /* Accumulators are first written by an instruction with scale-d = 0: an ordinary write to
-     * a wgmma input register while others are in flight would make ptxas serialize them all. */
     float acc[NACC];
     float accg[BLOCK ? NACC : 1];
-    if constexpr (BLOCK) {
 #pragma unroll
-        for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
-    }
+    for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
 
     /* Pipeline. With block scales, chunk c's instructions are issued while chunk c-1's still
      * run (wgmma.wait_group 1): a stage is refilled two iterations after its chunk was issued
      * (copies run STAGES-2 chunks ahead), and the register operand alternates between two sets.
-     * Without block scales ptxas serializes that arrangement (C7513: the register operand of
-     * the next chunk is written while instructions are in flight), so each chunk waits for its
-     * instructions (wait_group 0) and copies run STAGES-1 chunks ahead; four warpgroups per
-     * multiprocessor keep the tensor cores fed in between. */
+     * Without block scales ptxas serializes that arrangement (C7513) and it measured slower
+     * than simply waiting for each chunk's instructions (wait_group 0, copies STAGES-1 chunks
+     * ahead; four warpgroups per multiprocessor keep the tensor cores fed in between). */
     constexpr bool OVERLAP = BLOCK;
     constexpr int AHEAD = OVERLAP ? STAGES - 2 : STAGES - 1;
 #pragma unroll
@@ -243,7 +238,7 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
         for (int s = 0; s < 4; s++) {
             const uint64_t desc = fk_wg_desc(act + s * 32); /* 16 k = 32 bytes further in each row */
             if constexpr (BLOCK) fk_wg_mma<BNA>(accg, a[s], desc, start && s == 0);
-            else fk_wg_mma<BNA>(acc, a[s], desc, c == 0 && s == 0);
+            else fk_wg_mma<BNA>(acc, a[s], desc, false);
         }
         fk_wgmma_commit();
         if constexpr (BLOCK) {
@@ -258,9 +253,13 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
         if constexpr (OVERLAP) fk_wgmma_wait1();
         else fk_wgmma_wait0();
     };
-    for (int c = 0; c < nchunks; c += 2) {
-        step(c, a0);
-        if (c + 1 < nchunks) step(c + 1, a1);
+    if constexpr (OVERLAP) {
+        for (int c = 0; c < nchunks; c += 2) {
+            step(c, a0);
+            if (c + 1 < nchunks) step(c + 1, a1);
+        }
+    } else {
+        for (int c = 0; c < nchunks; c++) step(c, a0);
     }
     fk_wgmma_wait0();
     /* epilogue: accumulator i holds Yᵀ[nrow + 8·row8][col], i.e. Y[m0 + col][n0 + nrow + …] */
