@@ -15,8 +15,8 @@ runs=${RUNS:-3}
 bin=${FEATHER_BIN:-build}
 mkdir -p "$dir"
 in="$dir/model.safetensors"
-# hidden 3072 (Flux): one double block is ~ 340 MB of bf16, one single block ~ 170 MB.
-blocks=$(( (gb * 1000 + 339) / 340 ))
+# hidden 3072 (Flux): one double block and one single block are ~ 1.14 GB of bf16.
+blocks=$(( (gb * 1000 + 1139) / 1140 ))
 if [ ! -f "$in" ]; then
     "$bin/feather-sample" --family flux --dtype bf16 --hidden 3072 --blocks "$blocks" -o "$in"
 fi
@@ -39,7 +39,7 @@ for i in $(seq "$runs"); do
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 d=$(med "${ds[@]}"); c=$(med "${cs[@]}")
-largest=$("$bin/feather-verify" --info "$in" | awk '$2 ~ /BF16|F16|F32/ {print $4}' | sort -n | tail -1)
+largest=$("$bin/feather-convert" --plan --scale tensor "$in" | awk '$1 == "convert" {print $2}' | sort -n | tail -1)
 printf 'dd conv=fsync     median %.2f s  (%s)\n' "$d" "${ds[*]}"
 printf 'feather-convert   median %.2f s  (%s)\n' "$c" "${cs[*]}"
 printf 'ratio convert/dd  %.3f  (target <= 1.2)\n' "$(echo "$c / $d" | bc -l)"
