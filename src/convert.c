@@ -9,6 +9,7 @@
 
 #include <cJSON.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -98,11 +99,14 @@ typedef struct conv {
     feather_error *err;
     char options[2048];
     uint64_t done, total;
-    /* one tensor's worth of working memory, grown as needed */
-    uint8_t *q;
-    size_t q_cap;
+    /* Two slots of one tensor's output each, grown as needed: the writer thread streams one
+     * while the next is produced. */
+    uint8_t *qs[2];
+    size_t q_caps[2];
+    float *ss[2];
+    size_t s_caps[2];
+    uint8_t *q;       /* the slot being produced */
     float *scales;
-    size_t s_cap;
     float *wide; /* f32 staging for requantised fp8 inputs */
     size_t w_cap;
     double snr_sum;
@@ -338,9 +342,9 @@ static float scale_value(const feather_tensor *t, const void *data, uint64_t i) 
     }
 }
 
-static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t count) {
+static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t count, size_t *cap) {
     feather_error *err = c->err;
-    feather_status st = grow((void **)&c->scales, &c->s_cap, count * sizeof(float), err);
+    feather_status st = grow((void **)&c->scales, cap, count * sizeof(float), err);
     if (st) return st;
     if (!e->scale) {
         for (uint64_t i = 0; i < count; i++) c->scales[i] = 1.0f;
@@ -361,22 +365,26 @@ static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t
     return FEATHER_OK;
 }
 
-/* Produces the fp8 bytes (in the output layout) and scales of one selected tensor. */
-static feather_status produce(conv *c, const feather_plan_entry *e, const void *data) {
+/* Produces the fp8 bytes (in the output layout) and scales of one selected tensor into slot. */
+static feather_status produce(conv *c, const feather_plan_entry *e, const void *data, int slot) {
     feather_error *err = c->err;
     const feather_tensor *t = e->tensor;
     uint64_t nk = e->n * e->k;
     int packed = c->o->layout == FEATHER_LAYOUT_PACKED;
-    feather_status st = grow((void **)&c->q, &c->q_cap, nk, err);
+    feather_status st = grow((void **)&c->qs[slot], &c->q_caps[slot], nk, err);
     if (st) return st;
+    c->q = c->qs[slot];
+    c->scales = c->ss[slot];
+    size_t *s_cap = &c->s_caps[slot];
     feather_quant_options qo = c->o->quant;
     qo.name = t->name;
     feather_quant_stats stats;
     int in_packed = t->ndim == 3;
 
     if (e->action == FEATHER_CONVERT) {
-        if ((st = grow((void **)&c->scales, &c->s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
+        if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
             return st;
+        c->ss[slot] = c->scales;
         st = feather_quantize(c->ctx, &qo, t->dtype, data, e->n, e->k, packed, c->q, c->scales, &stats, err);
         if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
         if (stats.nonfinite)
@@ -388,7 +396,9 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
     feather_fp8 in_fmt = t->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;
     uint64_t in_scales = e->scale ? e->scale->nelem : 1;
     if (e->action == FEATHER_REPACK) {
-        if ((st = read_scales(c, e, in_scales))) return st;
+        st = read_scales(c, e, in_scales, s_cap);
+        c->ss[slot] = c->scales;
+        if (st) return st;
         if (in_packed == packed) memcpy(c->q, data, nk);
         else if (packed) feather_pack(data, e->n, e->k, c->q);
         else feather_unpack(data, e->n, e->k, c->q);
@@ -398,11 +408,14 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
     feather_scale_mode in_mode = in_scales <= 1 ? FEATHER_SCALE_TENSOR
                                  : in_scales == e->n ? FEATHER_SCALE_CHANNEL : FEATHER_SCALE_BLOCK;
     unsigned in_group = in_mode == FEATHER_SCALE_BLOCK ? (unsigned)(e->k / (in_scales / e->n)) : 0;
-    if ((st = read_scales(c, e, in_scales))) return st;
+    st = read_scales(c, e, in_scales, s_cap);
+    c->ss[slot] = c->scales;
+    if (st) return st;
     if ((st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), err))) return st;
     feather_dequantize(data, in_packed, in_fmt, in_mode, in_group, c->scales, e->n, e->k, c->wide);
-    if ((st = grow((void **)&c->scales, &c->s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
+    if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
         return st;
+    c->ss[slot] = c->scales;
     st = feather_quantize(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->q, c->scales, &stats, err);
     if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
     note_snr(c, t, &stats);
@@ -413,20 +426,114 @@ static void progress(conv *c, const char *name) {
     if (c->o->progress) c->o->progress(c->o->progress_arg, c->done, c->total, name);
 }
 
+/* ---------------------------------------------------------------- the writer thread
+ *
+ * The main thread reads, hashes and quantises tensor i+1 while this thread hashes and writes
+ * tensor i: conversion time approaches max(compute, I/O) instead of their sum. Jobs are taken
+ * in order; a job may free an output slot and release the input tensor's pages once written. */
+
+#define MAX_JOBS 16
+
+typedef struct wjob {
+    const void *data;
+    uint64_t len;
+    const feather_tensor *release; /* input tensor whose pages can go after this job */
+    int slot;                      /* output slot that is free again after this job, or -1 */
+} wjob;
+
+typedef struct wpipe {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    wjob jobs[MAX_JOBS];
+    unsigned head, tail;           /* jobs [head, tail) are queued */
+    int slot_busy[2];
+    int done;                      /* no more jobs */
+    feather_status st;             /* first write error */
+    feather_error err;
+    feather_writer *w;
+    feather_reader *r;
+} wpipe;
+
+static void *writer_main(void *arg) {
+    wpipe *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->head == p->tail && !p->done) pthread_cond_wait(&p->cv, &p->mu);
+        if (p->head == p->tail) break;
+        wjob j = p->jobs[p->head % MAX_JOBS];
+        feather_status failed = p->st;
+        pthread_mutex_unlock(&p->mu);
+        feather_status st = failed ? failed : feather_writer_write(p->w, j.data, j.len, &p->err);
+        if (j.release) feather_tensor_release(p->r, j.release);
+        pthread_mutex_lock(&p->mu);
+        if (st && !p->st) p->st = st;
+        if (j.slot >= 0) p->slot_busy[j.slot] = 0;
+        p->head++;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Queues a job; returns the writer's error if it already failed. */
+static feather_status push_job(wpipe *p, wjob j) {
+    pthread_mutex_lock(&p->mu);
+    while (p->tail - p->head == MAX_JOBS && !p->st) pthread_cond_wait(&p->cv, &p->mu);
+    feather_status st = p->st;
+    if (!st) {
+        p->jobs[p->tail++ % MAX_JOBS] = j;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+/* Waits until slot is free (its last job written); returns the writer's error if any. */
+static feather_status take_slot(wpipe *p, int slot) {
+    pthread_mutex_lock(&p->mu);
+    while (p->slot_busy[slot] && !p->st) pthread_cond_wait(&p->cv, &p->mu);
+    p->slot_busy[slot] = 1;
+    feather_status st = p->st;
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+/* Lets the thread drain the queue and stop; returns the first write error. */
+static feather_status finish_pipe(wpipe *p, feather_error *err) {
+    pthread_mutex_lock(&p->mu);
+    p->done = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    if (p->st && err) *err = p->err;
+    return p->st;
+}
+
 static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) {
     feather_error *err = c->err;
-    feather_status st;
+    feather_status st = FEATHER_OK;
     XXH3_state_t *h = XXH3_createState();
     if (!h) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
     XXH3_64bits_reset(h);
     XXH3_64bits_update(h, feather_shard_header_bytes(c->r, shard), 8 + feather_shard_header_len(c->r, shard));
-
+    wpipe p = {.w = w, .r = c->r};
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    if (pthread_create(&p.thread, NULL, writer_main, &p)) {
+        XXH3_freeState(h);
+        return feather_fail(err, FEATHER_E_NOMEM, "cannot start the writer thread");
+    }
+    const char *cq = comfy_quant_json(c->o->quant.format);
+    int slot = 0;
     size_t n = feather_plan_count(c->plan);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !st; i++) {
         const feather_plan_entry *e = feather_plan_at(c->plan, i);
         const feather_tensor *t = e->tensor;
         if (t->shard != shard) continue;
-        if (feather_cancelled()) { st = feather_fail(err, FEATHER_E_CANCELLED, "interrupted"); goto out; }
+        if (feather_cancelled()) { st = feather_fail(err, FEATHER_E_CANCELLED, "interrupted"); break; }
         /* Ask for the next tensor's pages while this one is processed. */
         for (size_t j = i + 1; j < n; j++)
             if (feather_plan_at(c->plan, j)->tensor->shard == shard) {
@@ -434,29 +541,42 @@ static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) 
                 break;
             }
         const void *data;
-        if ((st = feather_tensor_data(c->r, t, &data, err))) goto out;
+        if ((st = feather_tensor_data(c->r, t, &data, err))) break;
         XXH3_64bits_update(h, data, t->nbytes);
         if (e->action == FEATHER_KEEP) {
-            st = feather_writer_write(w, data, t->nbytes, err);
+            /* Zero-copy: the mapped bytes go straight to the writer. */
+            st = push_job(&p, (wjob){data, t->nbytes, t, -1});
             c->res->tensors_kept++;
-        } else if (e->action != FEATHER_DROP) {
-            if ((st = produce(c, e, data))) goto out;
-            if ((st = feather_writer_write(w, c->q, e->n * e->k, err))) goto out;
-            st = feather_writer_write(w, c->scales, out_scale_count(c, e) * sizeof(float), err);
-            if (!st && c->o->layout == FEATHER_LAYOUT_COMFY) {
-                const char *j = comfy_quant_json(c->o->quant.format);
-                st = feather_writer_write(w, j, strlen(j), err);
-            }
+        } else if (e->action == FEATHER_DROP) {
+            feather_tensor_release(c->r, t);
+        } else {
+            if ((st = take_slot(&p, slot))) break;
+            st = produce(c, e, data, slot);
+            /* The input is no longer needed: at most one input tensor and the two output slots
+             * are resident at any time. */
+            feather_tensor_release(c->r, t);
+            if (st) break;
+            int comfy = c->o->layout == FEATHER_LAYOUT_COMFY;
+            st = push_job(&p, (wjob){c->q, e->n * e->k, NULL, -1});
+            if (!st) st = push_job(&p, (wjob){c->scales, out_scale_count(c, e) * sizeof(float), NULL, comfy ? -1 : slot});
+            if (!st && comfy) st = push_job(&p, (wjob){cq, strlen(cq), NULL, slot});
+            slot ^= 1;
             c->res->tensors_converted++;
         }
-        feather_tensor_release(c->r, t);
-        if (st) goto out;
         c->done += t->nbytes;
         progress(c, t->name);
     }
-    char hex[17];
-    st = feather_writer_metadata_fill(w, "feather.source_xxh3", hex64(XXH3_64bits_digest(h), hex), err);
-out:
+    /* A write error is the root cause of anything that failed after it. */
+    feather_error werr = {0};
+    feather_status wst = finish_pipe(&p, &werr);
+    if (wst) {
+        st = wst;
+        if (err) *err = werr;
+    }
+    if (!st) {
+        char hex[17];
+        st = feather_writer_metadata_fill(w, "feather.source_xxh3", hex64(XXH3_64bits_digest(h), hex), err);
+    }
     XXH3_freeState(h);
     return st;
 }
@@ -675,8 +795,10 @@ out_plan:
     feather_plan_free(c.plan);
 out_reader:
     feather_close(c.r);
-    free(c.q);
-    free(c.scales);
+    for (int i = 0; i < 2; i++) {
+        free(c.qs[i]);
+        free(c.ss[i]);
+    }
     free(c.wide);
     res->seconds = now_s() - t0;
     return st;
