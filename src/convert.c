@@ -82,7 +82,8 @@ feather_status feather_default_output(const char *input, const char *dir, feathe
     }
     stem_of(in, stem, sizeof stem, &index);
     dir_of(in, in_dir, sizeof in_dir);
-    int n = snprintf(buf, len, "%s/%s-%s.safetensors%s", dir ? dir : in_dir, stem, tag,
+    const char *d = dir ? dir : strchr(in, '/') ? in_dir : NULL; /* "model" stays "model-…" */
+    int n = snprintf(buf, len, "%s%s%s-%s.safetensors%s", d ? d : "", d ? "/" : "", stem, tag,
                      index ? ".index.json" : zstd ? ".zst" : "");
     if (n < 0 || (size_t)n >= len) return feather_fail(err, FEATHER_E_ARG, "%s: output path too long", input);
     return FEATHER_OK;
