@@ -19,9 +19,9 @@ DEPS_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lcjson 
 # -ffp-contract=off: no fused multiply-add anywhere, so every path (scalar, SIMD, GPU) rounds
 # the same way and produces the same bytes.
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc $(DEPS_CFLAGS)
-LDLIBS  += $(DEPS_LIBS) -lpthread -lm
+override CFLAGS += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing
+override CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc $(DEPS_CFLAGS)
+override LDLIBS += $(DEPS_LIBS) -lpthread -lm
 
 LIB_SRC  := $(sort $(wildcard src/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
@@ -67,9 +67,9 @@ ifneq ($(GPU_KIND),none)
 ifeq ($(GPU_CC),)
 $(error GPU=$(GPU_KIND): no compiler found (set NVCC= or HIPCC=))
 endif
-CPPFLAGS += -DFEATHER_GPU=1
+override CPPFLAGS += -DFEATHER_GPU=1
 LIB_OBJ  += $(GPU_OBJ)
-LDLIBS   += $(GPU_LIBS)
+override LDLIBS += $(GPU_LIBS)
 endif
 $(BUILD)/obj/kernels/%.o: kernels/%.hip $(GPU_HDR) | $(BUILD)/obj/kernels
 	$(GPU_CC) -c $< -o $@
@@ -107,7 +107,7 @@ $(BUILD)/obj/%_avx2.o:   XFLAGS := -mavx2 -mf16c -mfma
 $(BUILD)/obj/%_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mf16c -mfma
 
 .SECONDARY:
-.PHONY: all lib programs check test demo install uninstall deps clean check-asan fuzz bench \
+.PHONY: all lib programs check test demo install uninstall deps test-deps clean check-asan fuzz bench \
         check-gpu-build device-deps device-run bench-gpu
 all: lib programs
 lib: $(LIB)
@@ -116,7 +116,7 @@ programs: $(PROGRAMS)
 $(BUILD)/obj/%.o: src/%.c $(wildcard include/feather/*.h) src/internal.h | $(BUILD)/obj/cli $(BUILD)/obj/tests
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(XFLAGS) -c $< -o $@
 
-$(BUILD)/obj/tests/%.o: tests/%.c tests/test.h $(wildcard include/feather/*.h) | $(BUILD)/obj/tests
+$(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h) $(wildcard include/feather/*.h) | $(BUILD)/obj/tests
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/cli $(BUILD)/obj/tests:
@@ -141,18 +141,62 @@ deps:
 test: all $(BUILD)/test-runner
 	FEATHER_BIN=$(BUILD) $(BUILD)/test-runner $(T)
 
+# Tools the tests drive: the zstd program (compressed outputs must decompress with it) and
+# Chromium (the HTML report is rendered headless).
+TEST_DEBS := zstd chromium
+test-deps:
+	@sh .ci/deps.sh $(TEST_DEBS)
+
 # NO_DEPS=1: no package installs (machines without a registry).
-check: $(if $(NO_DEPS),,deps)
+check: $(if $(NO_DEPS),,deps test-deps)
 	$(MAKE) check-gpu-build
 	$(MAKE) test
 
 # Same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
-check-asan: $(if $(NO_DEPS),,deps)
+check-asan: $(if $(NO_DEPS),,deps test-deps)
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 		LDFLAGS="-fsanitize=address,undefined" test
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-clang samples/out
+
+# ---- demo: a small Flux-shaped checkpoint, converted, inspected and verified ----
+DEMO := samples/out/flux-demo.safetensors
+demo: deps
+	$(MAKE) all
+	@mkdir -p samples/out
+	$(BUILD)/feather-sample --family flux --dtype bf16 --hidden 256 --blocks 2 -o $(DEMO)
+	$(BUILD)/feather-convert --plan $(DEMO) | tail -n 4
+	$(BUILD)/feather-convert --force $(DEMO)
+	$(BUILD)/feather-verify --info samples/out/flux-demo-fp8e5m2.safetensors | head -n 30
+	@if $(BUILD)/feather-verify --help 2>/dev/null | grep -q -- --reference; then \
+		$(BUILD)/feather-verify --reference $(DEMO) samples/out/flux-demo-fp8e5m2.safetensors; fi
+
+# ---- reader: fuzzing the header parser, open benchmark ----
+# libFuzzer (clang) over feather_check_header and an in-memory open; runs on a copy of the seed
+# corpus (tests/fuzz/corpus) for FUZZ_SECONDS. Crashes land in build-fuzz/crash-*.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Werror -fno-omit-frame-pointer \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+fuzz: deps
+	@sh .ci/deps.sh clang libclang-rt-14-dev
+	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/fuzz_header
+	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
+	build-fuzz/fuzz_header -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+		-rss_limit_mb=4096 -dict=tests/fuzz/header.dict -artifact_prefix=build-fuzz/ \
+		-print_final_stats=1 build-fuzz/corpus
+
+# Only the reader's objects: the target needs nothing else, and other modules need not build
+# with every clang.
+FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/%.o,core hash hash_record header json_scan reader shards zst_input)
+$(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(FUZZ_OBJ)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDLIBS) -o $@
+
+bench: $(BUILD)/bench/open_bench
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	mkdir -p $(BUILD)/bench
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 # ---- install ----
 install: all
@@ -173,3 +217,43 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/man/man1/feather-*.1 $(DESTDIR)$(PREFIX)/share/man/man5/feather.5
 	rm -rf $(DESTDIR)$(PREFIX)/include/feather
 
+
+# ---- safetensors writer ----
+# Private headers of the writer's modules (the generic rule only tracks public headers).
+WRITER_PRIVATE_H := src/outfile.h src/json_write.h src/zstd_frame.h
+$(BUILD)/obj/writer.o $(BUILD)/obj/outfile.o $(BUILD)/obj/json_write.o \
+$(BUILD)/obj/zstd_frame.o $(BUILD)/obj/tests/test_writer.o: $(WRITER_PRIVATE_H)
+bench: $(BUILD)/bench/copy_bench
+$(BUILD)/bench/copy_bench: bench/copy_bench.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+# ---- fp8 codec and packing: internal kernel headers, bench/quant_bench.c ----
+$(BUILD)/obj/fp8.o $(BUILD)/obj/fp8_avx2.o $(BUILD)/obj/fp8_avx512.o $(BUILD)/obj/quantize_with.o \
+$(BUILD)/obj/pack.o $(BUILD)/obj/tests/test_fp8.o $(BUILD)/obj/tests/test_pack.o: src/quant_kernels.h
+$(BUILD)/obj/pack.o $(BUILD)/obj/pack_avx2.o: src/pack_kernels.h
+$(BUILD)/bench/quant_bench: bench/quant_bench.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+bench: $(BUILD)/bench/quant_bench
+# ---- bench: scale search (speed and quantisation quality; not run by make check) ----
+SCALE_BENCH := $(BUILD)/bench/scale_bench $(BUILD)/bench/quality_bench
+bench: $(SCALE_BENCH)
+$(SCALE_BENCH): $(BUILD)/bench/%: bench/%.c $(LIB) $(wildcard include/feather/*.h) src/scale_internal.h
+	@mkdir -p $(BUILD)/bench
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+# the scale kernels and their tests share an internal header
+$(BUILD)/obj/scale.o $(BUILD)/obj/scale_avx2.o $(BUILD)/obj/scale_avx512.o \
+$(BUILD)/obj/tests/test_scale.o: src/scale_internal.h
+
+# ---- sample checkpoints (synthetic models of each family, for tests and the demo) ----
+SAMPLE_BIN := $(BUILD)/feather-sample
+.PHONY: samples
+samples: $(SAMPLE_BIN)
+all: samples
+
+$(BUILD)/obj/samples/%.o: samples/%.c src/cli/common.h $(wildcard include/feather/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(SAMPLE_BIN): $(BUILD)/obj/samples/gen_sample.o $(CLI_COMMON) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
