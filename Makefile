@@ -67,9 +67,9 @@ ifneq ($(GPU_KIND),none)
 ifeq ($(GPU_CC),)
 $(error GPU=$(GPU_KIND): no compiler found (set NVCC= or HIPCC=))
 endif
-CPPFLAGS += -DFEATHER_GPU=1
+override CPPFLAGS += -DFEATHER_GPU=1
 LIB_OBJ  += $(GPU_OBJ)
-LDLIBS   += $(GPU_LIBS)
+override LDLIBS += $(GPU_LIBS)
 endif
 $(BUILD)/obj/kernels/%.o: kernels/%.hip $(GPU_HDR) | $(BUILD)/obj/kernels
 	$(GPU_CC) -c $< -o $@
