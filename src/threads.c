@@ -5,6 +5,9 @@
 #include "internal.h"
 
 #include <pthread.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -137,14 +140,21 @@ void feather_parallel_for(const feather_ctx *cc, size_t n, size_t grain, feather
 }
 
 /* ---- SIMD level ---- */
+#if defined(__x86_64__) || defined(__i386__)
+/* clang 14's __builtin_cpu_supports does not know "f16c": ask CPUID (leaf 1, ECX bit 29). */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 feather_simd feather_simd_cpu(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
         return FEATHER_SIMD_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-        __builtin_cpu_supports("fma"))
+    if (__builtin_cpu_supports("avx2") && cpu_has_f16c() && __builtin_cpu_supports("fma"))
         return FEATHER_SIMD_AVX2;
 #endif
     return FEATHER_SIMD_SCALAR;

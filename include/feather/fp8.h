@@ -14,16 +14,18 @@
 #ifndef FEATHER_FP8_H
 #define FEATHER_FP8_H
 
+/* Declared before feather.h is included: feather.h ends by including quant.h, which needs it
+ * (so including this header first works too). */
+typedef enum feather_fp8 {
+    FEATHER_FP8_E5M2 = 0,   /* 1-5-2, bias 15, the high byte of an fp16 */
+    FEATHER_FP8_E4M3FN = 1  /* 1-4-3, bias 7, no Inf, 0x7F/0xFF NaN */
+} feather_fp8;
+
 #include "feather/feather.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum feather_fp8 {
-    FEATHER_FP8_E5M2 = 0,   /* 1-5-2, bias 15, the high byte of an fp16 */
-    FEATHER_FP8_E4M3FN = 1  /* 1-4-3, bias 7, no Inf, 0x7F/0xFF NaN */
-} feather_fp8;
 
 #define FEATHER_E5M2_MAX 57344.0f
 #define FEATHER_E4M3FN_MAX 448.0f
@@ -53,8 +55,9 @@ float feather_fp8_to_f32(uint8_t q, feather_fp8 f);
 uint64_t feather_count_nonfinite(feather_dtype dtype, const void *src, size_t n);
 
 /* Bulk cast of n elements of src (F16, BF16 or F32): dst[i] = fp8(f32(src[i]) * inv_scale).
- * inv_scale == 1 is the plain cast. Uses the context's SIMD level; single-threaded (callers
- * split work). */
+ * inv_scale == 1 is the plain cast. Uses the context's SIMD level (ctx may be NULL: the
+ * detected one); single-threaded (callers split work). Any n, no alignment needed; every level
+ * gives the bytes of the scalar functions above. FEATHER_E_ARG for another dtype or format. */
 feather_status feather_fp8_cast(const feather_ctx *ctx, feather_dtype src_dtype, const void *src,
                                 size_t n, float inv_scale, feather_fp8 fmt, uint8_t *dst);
 

@@ -1,0 +1,28 @@
+/* Dequantisation of plain (N, K) or packed (K/16, N, 16) fp8 codes to f32: out = f32(q) · s,
+ * one f32 multiply, with the scale chosen by the mode (see quant.h): none, absmax and tensor
+ * use scales[0] (1 when scales is NULL), channel scales[n], block scales[n·K/G + k/G]. */
+#include "internal.h"
+#include "feather/quant.h"
+
+void feather_dequantize(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode,
+                        unsigned group, const float *scales, uint64_t n, uint64_t k, float *out) {
+    float lut[256];
+    for (int i = 0; i < 256; i++) lut[i] = feather_fp8_to_f32((uint8_t)i, fmt);
+    uint64_t g = mode == FEATHER_SCALE_BLOCK && group ? group : k;
+    uint64_t per_row = k / (g ? g : 1);
+    for (uint64_t r = 0; r < n; r++) {
+        float *o = out + r * k;
+        for (uint64_t c0 = 0; c0 < k; c0 += g) {
+            float s = !scales                         ? 1.0f
+                      : mode == FEATHER_SCALE_CHANNEL       ? scales[r]
+                      : mode == FEATHER_SCALE_BLOCK         ? scales[r * per_row + c0 / g]
+                                                            : scales[0];
+            uint64_t c1 = c0 + g < k ? c0 + g : k;
+            if (packed) {
+                for (uint64_t c = c0; c < c1; c++) o[c] = lut[q[(c / 16) * 16 * n + 16 * r + c % 16]] * s;
+            } else {
+                for (uint64_t c = c0; c < c1; c++) o[c] = lut[q[r * k + c]] * s;
+            }
+        }
+    }
+}
