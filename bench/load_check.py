@@ -28,6 +28,7 @@ for name, info in converted.items():
     plain = q.view(torch.uint8).permute(1, 0, 2).reshape(n, k)
     c = comfy[name]
     assert c.dtype == torch.float8_e5m2 and tuple(c.shape) == (n, k)
+    assert torch.equal(c.view(torch.uint8), plain), name  # repacked, not requantised
     scale = packed[name + "_scale"].float()
     w = orig[name].float()
     deq = plain.view(torch.float8_e5m2).float() * (scale.reshape(-1, 1) if scale.numel() == n else scale)
