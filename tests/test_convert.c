@@ -335,7 +335,7 @@ TEST(convert_cli_interrupt_leaves_nothing) {
         if (pid == 0) {
             char b[1024];
             snprintf(b, sizeof b, "%s", bin("feather-convert"));
-            freopen("/dev/null", "w", stderr);
+            if (!freopen("/dev/null", "w", stderr)) _exit(126);
             execl(b, b, "-q", "-j", "1", "--scale", "block:128", "-o", out, in, (char *)NULL);
             _exit(127);
         }
