@@ -36,8 +36,13 @@ if command -v cuobjdump >/dev/null 2>&1; then
     cuobjdump --dump-sass build/obj/kernels/gemm.o >/tmp/gemm.sass 2>&1
     echo "SASS: $(grep -c 'HMMA.16816.F32' /tmp/gemm.sass) HMMA.16816.F32, $(grep -c 'HGMMA' /tmp/gemm.sass) HGMMA, $(grep -c 'PRMT' /tmp/gemm.sass) PRMT, $(grep -c 'LDGSTS' /tmp/gemm.sass) LDGSTS, $(grep -c 'LDL\|STL' /tmp/gemm.sass) local"
 fi
-FEATHER_BIN=build build/test-runner >"$OUT/test.log" 2>&1
-test_rc=$?
+if [ "${TESTS:-1}" = 1 ]; then
+    FEATHER_BIN=$PWD/build build/test-runner >"$OUT/test.log" 2>&1
+    test_rc=$?
+else
+    test_rc=-1
+    : >"$OUT/test.log"
+fi
 t2=$(date +%s)
 # VERIFY=1: the verification benchmark (CPU and GPU matmul) and Python's safetensors loading
 # converted outputs (packed, and repacked to the comfy layout).

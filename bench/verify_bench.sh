@@ -13,7 +13,7 @@ mkdir -p "$dir"
 in=$dir/model.safetensors
 out=$dir/model-fp8e5m2.safetensors
 [ -f "$in" ] || "$bin/feather-sample" -q --family flux --dtype bf16 --hidden 3072 --blocks "$blocks" -o "$in"
-t() { s=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s.%N); echo "$e - $s" | bc -l; }
+t() { s=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s.%N); awk "BEGIN { print $e - $s }"; }
 echo "input $(( $(stat -c %s "$in") / 1000000 )) MB, $(nproc) cores"
 printf 'convert (channel)            %6.2f s\n' "$(t "$bin/feather-convert" -q --force -o "$out" "$in")"
 printf 'read both files (cat)        %6.2f s\n' "$(t sh -c "cat '$in' '$out' > /dev/null")"
@@ -24,7 +24,7 @@ for dev in cpu gpu; do
         if "$bin/feather-verify" -q --device $dev --tokens $m --reference "$in" --json "$dir/$dev-$m.json" "$out" \
             >"$dir/$dev-$m.txt" 2>&1; then rc=0; else rc=$?; fi
         e=$(date +%s.%N)
-        printf 'verify --reference, %s, M=%-4d %6.2f s  (exit %d) %s\n' $dev $m "$(echo "$e - $s" | bc -l)" $rc \
+        printf 'verify --reference, %s, M=%-4d %6.2f s  (exit %d) %s\n' $dev $m "$(awk "BEGIN { print $e - $s }")" $rc \
             "$(tail -n 1 "$dir/$dev-$m.txt" | sed 's/.*measured/measured/' | cut -c1-110)"
     done
 done
