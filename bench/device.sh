@@ -50,9 +50,9 @@ if [ "${VERIFY:-0}" = 1 ]; then
     FEATHER_BIN=build sh bench/verify_bench.sh /tmp/feather-vbench 2 >"$OUT/verify_bench.txt" 2>&1
     s=/tmp/feather-load
     mkdir -p $s
-    build/feather-sample -q --family qwen-image --hidden 256 --blocks 2 -o $s/q.safetensors &&
-        build/feather-convert -q --scale tensor -o $s/p.safetensors $s/q.safetensors &&
-        build/feather-convert -q --scale tensor --layout comfy -o $s/c.safetensors $s/p.safetensors &&
+    build/feather-sample -q --force --family qwen-image --hidden 256 --blocks 2 -o $s/q.safetensors &&
+        build/feather-convert -q --force --scale tensor -o $s/p.safetensors $s/q.safetensors &&
+        build/feather-convert -q --force --scale tensor --layout comfy -o $s/c.safetensors $s/p.safetensors &&
         python3 bench/load_check.py $s/p.safetensors $s/c.safetensors $s/q.safetensors >"$OUT/load_check.txt" 2>&1
     echo "load check rc $?" >>"$OUT/load_check.txt"
 fi
