@@ -19,9 +19,9 @@ DEPS_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -lcjson 
 # -ffp-contract=off: no fused multiply-add anywhere, so every path (scalar, SIMD, GPU) rounds
 # the same way and produces the same bytes.
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc $(DEPS_CFLAGS)
-LDLIBS  += $(DEPS_LIBS) -lpthread -lm
+override CFLAGS += -std=c11 -Wall -Wextra -Werror -ffp-contract=off -fno-strict-aliasing
+override CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc $(DEPS_CFLAGS)
+override LDLIBS += $(DEPS_LIBS) -lpthread -lm
 
 LIB_SRC  := $(sort $(wildcard src/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
@@ -31,14 +31,84 @@ TEST_OBJ := $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.o)
 PROGRAMS := $(BUILD)/feather-convert $(BUILD)/feather-verify
 LIB      := $(BUILD)/libfeather.a
 
+# ---- GPU backend: make GPU=auto|hip|cuda|none ----
+# auto: ROCm's compiler when present, else nvcc, else none. GPU=none builds the CPU-only
+# library. A GPU build adds the kernels (kernels/*.hip, compiled by the GPU compiler) to
+# libfeather.a, defines FEATHER_GPU for src/gpu.c and links the GPU runtime (GPU_LIBS, which
+# the installed feather.pc lists under Libs.private).
+.DEFAULT_GOAL := all
+GPU       ?= auto
+ROCM_PATH ?= /opt/rocm
+HIPCC     ?= $(firstword $(wildcard $(ROCM_PATH)/bin/amdclang++ $(ROCM_PATH)/bin/hipcc))
+NVCC      ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA_PATH ?= $(abspath $(dir $(NVCC))..)
+ifeq ($(GPU),auto)
+GPU_KIND := $(if $(HIPCC),hip,$(if $(NVCC),cuda,none))
+else
+GPU_KIND := $(GPU)
+endif
+HIP_ARCHS  ?= gfx1100 gfx1151
+# sm_90a carries the Hopper-only wgmma kernel; compute_90 PTX lets newer GPUs run the rest.
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
+              -gencode arch=compute_90,code=compute_90
+GPU_SRC    := kernels/gemm.hip kernels/runtime.hip
+GPU_OBJ    := $(GPU_SRC:kernels/%.hip=$(BUILD)/obj/kernels/%.o)
+GPU_HDR    := $(wildcard kernels/*.h)
+ifeq ($(GPU_KIND),cuda)
+GPU_CC     := $(NVCC) -x cu -std=c++17 -O3 -fmad=false --threads 0 $(CUDA_ARCHS) -Xcompiler -fPIC
+GPU_LIBS   := -L$(CUDA_PATH)/lib64 -lcudart -lstdc++
+else ifeq ($(GPU_KIND),hip)
+GPU_CC     := $(HIPCC) -x hip -std=c++17 -O3 -ffp-contract=off -fPIC $(HIP_ARCHS:%=--offload-arch=%)
+GPU_LIBS   := -L$(ROCM_PATH)/lib -lamdhip64 -lstdc++
+else ifneq ($(GPU_KIND),none)
+$(error GPU=$(GPU): expected auto, hip, cuda or none)
+endif
+ifneq ($(GPU_KIND),none)
+ifeq ($(GPU_CC),)
+$(error GPU=$(GPU_KIND): no compiler found (set NVCC= or HIPCC=))
+endif
+CPPFLAGS += -DFEATHER_GPU=1
+LIB_OBJ  += $(GPU_OBJ)
+LDLIBS   += $(GPU_LIBS)
+endif
+$(BUILD)/obj/kernels/%.o: kernels/%.hip $(GPU_HDR) | $(BUILD)/obj/kernels
+	$(GPU_CC) -c $< -o $@
+$(BUILD)/obj/kernels:
+	mkdir -p $@
+$(BUILD)/obj/tests/test_gpu_layout.o: $(GPU_HDR)
+# src/gpu.c differs with and without a backend: rebuild it when GPU_KIND changes.
+$(BUILD)/obj/gpu.o: $(BUILD)/gpu-$(GPU_KIND).stamp
+$(BUILD)/gpu-$(GPU_KIND).stamp:
+	mkdir -p $(BUILD) && rm -f $(BUILD)/gpu-*.stamp && touch $@
+# The kernels alone as a shared library, for the benchmark's ctypes bindings.
+$(BUILD)/libfeather_kernels.so: $(GPU_OBJ)
+	$(if $(filter cuda,$(GPU_KIND)),$(NVCC) -shared $(CUDA_ARCHS),$(HIPCC) -shared) $^ -o $@ $(GPU_LIBS)
+# CI gate: every kernel compiles for RDNA3 (gfx1100) and RDNA3.5 (gfx1151) with Debian's
+# clang-19 and contains WMMA; with nvcc present, also for sm_80 and sm_90.
+GPU_GATE_DEBS := clang-19 lld-19 libamdhip64-dev
+check-gpu-build:
+	$(if $(NO_DEPS),,@sh .ci/deps.sh $(GPU_GATE_DEBS))
+	@NVCC="$(NVCC)" sh .ci/check-gpu-build.sh
+# Device machine: the Debian packages the build needs, unpacked under .device/ (no registry there).
+DEVICE_DEBS := libcjson-dev libcjson1 libxxhash-dev libxxhash0 libzstd-dev libzstd1
+# (GNU make itself goes along too, for images without it.)
+device-deps:
+	mkdir -p .device/debs .device/root .device/bin
+	cd .device/debs && apt-get download $(DEVICE_DEBS)
+	for f in .device/debs/*.deb; do dpkg -x "$$f" .device/root; done
+	cp "$$(command -v $(MAKE))" .device/bin/make
+device-run:
+	sh bench/device.sh
+bench-gpu: $(BUILD)/libfeather_kernels.so
+
 # Per-file instruction sets: only the SIMD kernels are built with them, and they are only
 # called after run-time detection.
 $(BUILD)/obj/%_avx2.o:   XFLAGS := -mavx2 -mf16c -mfma
 $(BUILD)/obj/%_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mf16c -mfma
 
 .SECONDARY:
-.PHONY: all lib programs check test demo install uninstall deps clean check-asan fuzz bench \
-        check-gpu-build
+.PHONY: all lib programs check test demo install uninstall deps test-deps clean check-asan fuzz bench \
+        check-gpu-build device-deps device-run bench-gpu
 all: lib programs
 lib: $(LIB)
 programs: $(PROGRAMS)
@@ -46,7 +116,7 @@ programs: $(PROGRAMS)
 $(BUILD)/obj/%.o: src/%.c $(wildcard include/feather/*.h) src/internal.h | $(BUILD)/obj/cli $(BUILD)/obj/tests
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(XFLAGS) -c $< -o $@
 
-$(BUILD)/obj/tests/%.o: tests/%.c tests/test.h $(wildcard include/feather/*.h) | $(BUILD)/obj/tests
+$(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/*.h) $(wildcard include/feather/*.h) | $(BUILD)/obj/tests
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/cli $(BUILD)/obj/tests:
@@ -71,16 +141,62 @@ deps:
 test: all $(BUILD)/test-runner
 	FEATHER_BIN=$(BUILD) $(BUILD)/test-runner $(T)
 
-check: deps
+# Tools the tests drive: the zstd program (compressed outputs must decompress with it) and
+# Chromium (the HTML report is rendered headless).
+TEST_DEBS := zstd chromium
+test-deps:
+	@sh .ci/deps.sh $(TEST_DEBS)
+
+# NO_DEPS=1: no package installs (machines without a registry).
+check: $(if $(NO_DEPS),,deps test-deps)
+	$(MAKE) check-gpu-build
 	$(MAKE) test
 
 # Same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
-check-asan: deps
+check-asan: $(if $(NO_DEPS),,deps test-deps)
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 		LDFLAGS="-fsanitize=address,undefined" test
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-clang samples/out
+
+# ---- demo: a small Flux-shaped checkpoint, converted, inspected and verified ----
+DEMO := samples/out/flux-demo.safetensors
+demo: deps
+	$(MAKE) all
+	@mkdir -p samples/out
+	$(BUILD)/feather-sample --family flux --dtype bf16 --hidden 256 --blocks 2 -o $(DEMO)
+	$(BUILD)/feather-convert --plan $(DEMO) | tail -n 4
+	$(BUILD)/feather-convert --force $(DEMO)
+	$(BUILD)/feather-verify --info samples/out/flux-demo-fp8e5m2.safetensors | head -n 30
+	@if $(BUILD)/feather-verify --help 2>/dev/null | grep -q -- --reference; then \
+		$(BUILD)/feather-verify --reference $(DEMO) samples/out/flux-demo-fp8e5m2.safetensors; fi
+
+# ---- reader: fuzzing the header parser, open benchmark ----
+# libFuzzer (clang) over feather_check_header and an in-memory open; runs on a copy of the seed
+# corpus (tests/fuzz/corpus) for FUZZ_SECONDS. Crashes land in build-fuzz/crash-*.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Werror -fno-omit-frame-pointer \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+fuzz: deps
+	@sh .ci/deps.sh clang libclang-rt-14-dev
+	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/fuzz_header
+	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
+	build-fuzz/fuzz_header -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+		-rss_limit_mb=4096 -dict=tests/fuzz/header.dict -artifact_prefix=build-fuzz/ \
+		-print_final_stats=1 build-fuzz/corpus
+
+# Only the reader's objects: the target needs nothing else, and other modules need not build
+# with every clang.
+FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/%.o,core hash hash_record header json_scan reader shards zst_input)
+$(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(FUZZ_OBJ)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDLIBS) -o $@
+
+bench: $(BUILD)/bench/open_bench
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	mkdir -p $(BUILD)/bench
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
 # ---- install ----
 install: all
@@ -93,7 +209,7 @@ install: all
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*FEATHER_VERSION_STRING "\(.*\)"/\1/p' include/feather/feather.h)|g' \
-		src/feather.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/feather.pc
+		-e 's|@GPU_LIBS@|$(GPU_LIBS)|' src/feather.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/feather.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/feather-convert $(DESTDIR)$(PREFIX)/bin/feather-verify \
@@ -102,6 +218,15 @@ uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/feather
 
 
+# ---- safetensors writer ----
+# Private headers of the writer's modules (the generic rule only tracks public headers).
+WRITER_PRIVATE_H := src/outfile.h src/json_write.h src/zstd_frame.h
+$(BUILD)/obj/writer.o $(BUILD)/obj/outfile.o $(BUILD)/obj/json_write.o \
+$(BUILD)/obj/zstd_frame.o $(BUILD)/obj/tests/test_writer.o: $(WRITER_PRIVATE_H)
+bench: $(BUILD)/bench/copy_bench
+$(BUILD)/bench/copy_bench: bench/copy_bench.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 # ---- fp8 codec and packing: internal kernel headers, bench/quant_bench.c ----
 $(BUILD)/obj/fp8.o $(BUILD)/obj/fp8_avx2.o $(BUILD)/obj/fp8_avx512.o $(BUILD)/obj/quantize_with.o \
 $(BUILD)/obj/pack.o $(BUILD)/obj/tests/test_fp8.o $(BUILD)/obj/tests/test_pack.o: src/quant_kernels.h
@@ -110,3 +235,25 @@ $(BUILD)/bench/quant_bench: bench/quant_bench.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 bench: $(BUILD)/bench/quant_bench
+# ---- bench: scale search (speed and quantisation quality; not run by make check) ----
+SCALE_BENCH := $(BUILD)/bench/scale_bench $(BUILD)/bench/quality_bench
+bench: $(SCALE_BENCH)
+$(SCALE_BENCH): $(BUILD)/bench/%: bench/%.c $(LIB) $(wildcard include/feather/*.h) src/scale_internal.h
+	@mkdir -p $(BUILD)/bench
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+# the scale kernels and their tests share an internal header
+$(BUILD)/obj/scale.o $(BUILD)/obj/scale_avx2.o $(BUILD)/obj/scale_avx512.o \
+$(BUILD)/obj/tests/test_scale.o: src/scale_internal.h
+
+# ---- sample checkpoints (synthetic models of each family, for tests and the demo) ----
+SAMPLE_BIN := $(BUILD)/feather-sample
+.PHONY: samples
+samples: $(SAMPLE_BIN)
+all: samples
+
+$(BUILD)/obj/samples/%.o: samples/%.c src/cli/common.h $(wildcard include/feather/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(SAMPLE_BIN): $(BUILD)/obj/samples/gen_sample.o $(CLI_COMMON) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@

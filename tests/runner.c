@@ -69,9 +69,9 @@ const char *test_tmpdir(void) {
 }
 
 const char *test_path(const char *name) {
-    static char bufs[8][1024];
+    static char bufs[32][1024];
     static int slot;
-    char *b = bufs[slot++ & 7];
+    char *b = bufs[slot++ & 31];
     snprintf(b, 1024, "%s/%s", test_tmpdir(), name);
     return b;
 }
@@ -79,12 +79,13 @@ const char *test_path(const char *name) {
 static char cmd_out[1 << 16];
 
 int test_run(const char *fmt, ...) {
-    char cmd[8192], full[9000];
+    char cmd[8192], full[9500];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
-    const char *out = test_path("cmd.out");
+    char out[1100];
+    snprintf(out, sizeof out, "%s/cmd.out", test_tmpdir());
     snprintf(full, sizeof full, "( %s ) >'%s' 2>&1 </dev/null", cmd, out);
     int st = system(full);
     cmd_out[0] = 0;

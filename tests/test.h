@@ -17,7 +17,7 @@ int test_failed_now(void);
 const char *test_real_dir(void);
 /* A fresh scratch directory for this test (removed at the end unless FEATHER_KEEP_TMP). */
 const char *test_tmpdir(void);
-/* Path inside test_tmpdir(); the returned buffer is static per call slot (8 slots). */
+/* Path inside test_tmpdir(); the returned buffer is static per call slot (32 slots). */
 const char *test_path(const char *name);
 /* Directory holding the built programs (FEATHER_BIN, default "build"). */
 const char *test_bindir(void);

@@ -129,5 +129,6 @@ feather_simd feather_ctx_simd(const feather_ctx *ctx);
 #include "feather/safetensors.h"
 #include "feather/fp8.h"
 #include "feather/quant.h"
+#include "feather/gemm.h"
 
 #endif

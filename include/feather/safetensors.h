@@ -66,11 +66,19 @@ const feather_tensor *feather_find(const feather_reader *r, const char *name);
 feather_status feather_tensor_data(feather_reader *r, const feather_tensor *t,
                                    const void **data, feather_error *err);
 
+/* Paging hints for streaming a large model with bounded memory: prefetch asks the kernel to
+ * read a tensor's pages ahead; release drops them from this process's mapping (the page cache
+ * keeps them), so resident memory does not grow with the model. Both are advisory. */
+void feather_tensor_prefetch(feather_reader *r, const feather_tensor *t);
+void feather_tensor_release(feather_reader *r, const feather_tensor *t);
+
 /* Shards: 1 for a single file. */
 unsigned feather_shard_count(const feather_reader *r);
 const char *feather_shard_path(const feather_reader *r, unsigned shard);
 uint64_t feather_shard_header_len(const feather_reader *r, unsigned shard); /* N */
 uint64_t feather_shard_file_size(const feather_reader *r, unsigned shard);  /* decompressed */
+/* The shard's first 8 + N bytes (length field and header), e.g. to hash the file in order. */
+const uint8_t *feather_shard_header_bytes(const feather_reader *r, unsigned shard);
 
 /* __metadata__ of a shard, in file order. Count is 0 for null/absent metadata. */
 size_t feather_metadata_count(const feather_reader *r, unsigned shard);
@@ -110,12 +118,25 @@ feather_status feather_writer_open(feather_writer **out, const char *path,
 feather_status feather_writer_metadata(feather_writer *w, const char *key, const char *value,
                                        feather_error *err);
 
-/* Declares a tensor. All tensors are declared before feather_writer_begin. */
+/* Reserves a metadata value of exactly len bytes whose content is only known at the end (a
+ * hash of the input computed while converting). Filled with feather_writer_metadata_fill
+ * before commit; the value must need no JSON escaping (e.g. hex digits). */
+feather_status feather_writer_metadata_reserve(feather_writer *w, const char *key, size_t len,
+                                               feather_error *err);
+feather_status feather_writer_metadata_fill(feather_writer *w, const char *key, const char *value,
+                                            feather_error *err);
+
+/* Declares a tensor. All tensors are declared before feather_writer_begin; the file holds
+ * them in declaration order (feather_writer_sort applies the reference writer's order). */
 feather_status feather_writer_tensor(feather_writer *w, const char *name, feather_dtype dtype,
                                      unsigned ndim, const uint64_t *shape, feather_error *err);
 
-/* Lays the tensors out the way the reference writer does (dtype descending, then name),
- * writes the header. After this, data is written in layout order. */
+/* Reorders the declared tensors the way the reference writer does (dtype descending, then
+ * name), which keeps every tensor aligned to its element size. */
+void feather_writer_sort(feather_writer *w);
+
+/* Fixes offsets contiguously in layout order and writes the header. After this, data is
+ * written in layout order. */
 feather_status feather_writer_begin(feather_writer *w, feather_error *err);
 size_t feather_writer_count(const feather_writer *w);
 const char *feather_writer_name_at(const feather_writer *w, size_t i); /* layout order */

@@ -23,6 +23,9 @@ void cli_install_signals(void) {
     sigaction(SIGHUP, &sa, NULL);
     /* A closed pipe is reported as a write error, not a silent death. */
     signal(SIGPIPE, SIG_IGN);
+    /* Past a file-size limit, write() then fails with EFBIG and the output is discarded
+     * cleanly, instead of the process being killed mid-write. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 void cli_error(const char *fmt, ...) {

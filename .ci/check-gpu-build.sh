@@ -1,0 +1,69 @@
+#!/bin/sh
+# Compiles every kernel source for the GPUs the project targets and checks the matrix
+# instructions are there: AMD gfx1100 (RDNA3) and gfx1151 (RDNA3.5) with clang-19 (device code
+# only: no ROCm needed, the HIP headers of libamdhip64-dev suffice) must contain v_wmma and
+# v_perm_b32; with nvcc present, the PTX for sm_80, sm_90 and sm_90a must contain mma.sync
+# m16n8k16 and prmt, and sm_90a's also wgmma. Runs the compilers in parallel.
+set -u
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+CLANG=${CLANG:-clang-19}
+NVCC=${NVCC:-}
+fail=0
+pids=""
+
+if ! command -v "$CLANG" >/dev/null 2>&1; then
+    echo "check-gpu-build: $CLANG not found (sh .ci/deps.sh clang-19 lld-19 libamdhip64-dev)" >&2
+    exit 1
+fi
+
+for arch in gfx1100 gfx1151; do
+    for src in kernels/*.hip; do
+        out="$tmp/$(basename "$src" .hip)-$arch.s"
+        ( "$CLANG" -x hip -std=c++17 --offload-arch=$arch -nogpulib --cuda-device-only -O3 \
+              -ffp-contract=off -Wall -Wextra -Werror -S -o "$out" "$src" >"$out.log" 2>&1 \
+              || { echo "FAIL $src for $arch:"; cat "$out.log"; exit 1; } ) &
+        pids="$pids $!"
+    done
+done
+# NVIDIA: PTX for compute_80, compute_90 and compute_90a (the front end, where the sources
+# could break); a GPU=cuda build of the library runs ptxas on the same code.
+if [ -n "$NVCC" ] && command -v "$NVCC" >/dev/null 2>&1; then
+    for sm in 80 90 90a; do
+        for src in kernels/*.hip; do
+            out="$tmp/$(basename "$src" .hip)-sm$sm.ptx"
+            ( "$NVCC" -x cu -std=c++17 -O3 -fmad=false -Werror all-warnings -arch=compute_$sm \
+                  -ptx -o "$out" "$src" >"$out.log" 2>&1 \
+                  || { echo "FAIL $src for sm_$sm:"; cat "$out.log"; exit 1; } ) &
+            pids="$pids $!"
+        done
+    done
+else
+    echo "check-gpu-build: nvcc not found, NVIDIA targets not compiled"
+fi
+for p in $pids; do wait "$p" || fail=1; done
+[ $fail = 0 ] || exit 1
+
+for arch in gfx1100 gfx1151; do
+    n=$(grep -c 'v_wmma_f32_16x16x16_f16' "$tmp/gemm-$arch.s")
+    p=$(grep -c 'v_perm_b32' "$tmp/gemm-$arch.s")
+    if [ "$n" -eq 0 ] || [ "$p" -eq 0 ]; then
+        echo "FAIL gemm for $arch: $n v_wmma_f32_16x16x16_f16, $p v_perm_b32"; fail=1
+    else
+        echo "ok   gemm for $arch: $n v_wmma_f32_16x16x16_f16, $p v_perm_b32"
+    fi
+done
+if [ -f "$tmp/gemm-sm90.ptx" ]; then
+    for sm in 80 90 90a; do
+        n=$(grep -c 'mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32' "$tmp/gemm-sm$sm.ptx")
+        p=$(grep -c 'prmt.b32' "$tmp/gemm-sm$sm.ptx")
+        w=$(grep -c 'wgmma.mma_async' "$tmp/gemm-sm$sm.ptx")
+        if [ "$n" -eq 0 ] || [ "$p" -eq 0 ] || { [ $sm = 90a ] && [ "$w" -eq 0 ]; }; then
+            echo "FAIL gemm for sm_$sm: $n mma.sync m16n8k16, $w wgmma, $p prmt"; fail=1
+        else
+            echo "ok   gemm for sm_$sm: $n mma.sync m16n8k16, $w wgmma, $p prmt"
+        fi
+    done
+fi
+exit $fail

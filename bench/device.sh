@@ -1,0 +1,59 @@
+#!/bin/sh
+# One call on an NVIDIA device machine (no package registry there): build the library with the
+# CUDA backend against the Debian packages unpacked by `make device-deps` (.device/root), run
+# the whole test suite with the GPU tests for real, then the matrix-product benchmark. Logs go
+# to $OUT (default ./device-out); a short summary is printed last.
+#   sh bench/device.sh [bench arguments...]
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/device-out}
+mkdir -p "$OUT"
+ROOT=$PWD/.device/root
+LIBDIR=$ROOT/usr/lib/x86_64-linux-gnu
+export CPATH="$ROOT/usr/include:$ROOT/usr/include/cjson${CPATH:+:$CPATH}"
+export LIBRARY_PATH="$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+JOBS=$(nproc 2>/dev/null || echo 4)
+command -v make >/dev/null 2>&1 || export PATH="$PWD/.device/bin:$PATH"
+
+{
+    date -u
+    nvidia-smi
+    nvidia-smi -q -d CLOCK
+    command -v make gcc nvcc python3
+    nvcc --version
+} >"$OUT/env.txt" 2>&1
+
+t0=$(date +%s)
+if ! make GPU=cuda NO_DEPS=1 -j"$JOBS" all build/test-runner build/libfeather_kernels.so >"$OUT/build.log" 2>&1; then
+    tail -40 "$OUT/build.log"
+    echo "BUILD FAILED (log: build.log)"
+    exit 1
+fi
+t1=$(date +%s)
+if command -v cuobjdump >/dev/null 2>&1; then
+    cuobjdump --dump-resource-usage build/obj/kernels/gemm.o >"$OUT/resources.txt" 2>&1
+    cuobjdump --dump-sass build/obj/kernels/gemm.o >/tmp/gemm.sass 2>&1
+    echo "SASS: $(grep -c 'HMMA.16816.F32' /tmp/gemm.sass) HMMA.16816.F32, $(grep -c 'HGMMA' /tmp/gemm.sass) HGMMA, $(grep -c 'PRMT' /tmp/gemm.sass) PRMT, $(grep -c 'LDGSTS' /tmp/gemm.sass) LDGSTS, $(grep -c 'LDL\|STL' /tmp/gemm.sass) local"
+fi
+FEATHER_BIN=build build/test-runner >"$OUT/test.log" 2>&1
+test_rc=$?
+t2=$(date +%s)
+PYTHONUNBUFFERED=1 python3 bench/gemm_bench.py --lib build/libfeather_kernels.so --out "$OUT" "$@" >"$OUT/bench.log" 2>&1
+bench_rc=$?
+t3=$(date +%s)
+nvidia-smi -q -d CLOCK >"$OUT/clocks_after.txt" 2>&1
+# Where the bandwidth-bound kernel spends its time: one profiled launch (M = 1, 8192 × 8192).
+if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null 2>&1; then
+    timeout 240 ncu --clock-control none --kernel-name regex:fk_gemm_skinny --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+        python3 bench/gemm_bench.py --lib build/libfeather_kernels.so --out /tmp --ms 1 --shapes 8192x8192 \
+        --modes tensor --variants 1 --reps 3 >"$OUT/ncu.txt" 2>&1
+    echo "== ncu (skinny16, M=1, 8192x8192) =="
+    grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Warp Cycles Per Issued|L2 Hit" "$OUT/ncu.txt" | head -12
+fi
+
+echo "== tests (rc $test_rc, $((t2 - t1)) s; build $((t1 - t0)) s) =="
+grep -E "^(FAIL|skip)|GPU|worst|passed|SKIP|    tests/" "$OUT/test.log" | head -40
+echo "== benchmark (rc $bench_rc, $((t3 - t2)) s) =="
+grep -v '^{' "$OUT/bench.log" | tail -45

@@ -1,0 +1,518 @@
+/*
+ * Y = A · (S ⊙ Q)ᵀ (+ bias) with A fp16 and Q the (K/16, N, 16) e5m2 weight; f32 sums.
+ *
+ * Two kernels, both written once over a vendor fragment layer (Mma = MmaNv<P> or MmaAmd):
+ *   skinny  M ≤ 16·MI rows. Weight-bandwidth bound: each lane loads its B fragment straight
+ *           from global memory into registers (no shared memory), next super-step's loads in
+ *           flight while the current one computes; the four warps of a block and the blocks
+ *           of a column tile split K, and the last block of a tile to finish adds the partial
+ *           sums in a fixed order (deterministic) and writes the output.
+ *   tiled   BM×BN output tiles, K in chunks of 64 through a multi-stage shared-memory pipeline
+ *           (cp.async on sm_80+); each warp owns a (16·MI)×(TN·NJ) sub-tile.
+ * Block scales: the fragments of one super-step always lie in one K-group; its sums go to a
+ * second accumulator that is scaled and added (fma) at the group's end. Tensor/channel scales,
+ * bias and rounding happen in the epilogue (gemm_common.h).
+ */
+#include "gemm_common.h"
+#if FK_NVIDIA
+#include "mma_nv.h"
+#include "gemm_wgmma.h"
+#else
+#include "mma_amd.h"
+#endif
+
+#define FK_SKINNY_WARPS 4
+#define FK_SKINNY_THREADS (FK_SKINNY_WARPS * 32)
+
+/* acc += accg · s (per column, the group holding k); accg = 0. */
+template <class Mma, int MI, int NJ>
+__device__ __forceinline__ void fk_flush(const FkParams &p, float (&acc)[MI][NJ][Mma::NACC],
+                                         float (&accg)[MI][NJ][Mma::NACC], int col0, int k, int lane) {
+#pragma unroll
+    for (int nj = 0; nj < NJ; nj++) {
+#pragma unroll
+        for (int i = 0; i < Mma::NACC; i++) {
+            float s = fk_block_scale(p, col0 + nj * Mma::TN + Mma::acc_col(lane, i), k);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                acc[mi][nj][i] = fmaf(accg[mi][nj][i], s, acc[mi][nj][i]);
+                accg[mi][nj][i] = 0.0f;
+            }
+        }
+    }
+}
+
+template <class Mma, int MI, int NJ>
+__device__ __forceinline__ void fk_zero(float (&acc)[MI][NJ][Mma::NACC]) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int nj = 0; nj < NJ; nj++)
+#pragma unroll
+            for (int i = 0; i < Mma::NACC; i++) acc[mi][nj][i] = 0.0f;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
+__global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkParams p) {
+    constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
+    constexpr int WM = MI * 16, WN = NJ * Mma::TN;
+    constexpr int BM = WARPS_M * WM, BN = WARPS_N * WN;
+    constexpr int LDB = FK_LDB(BN);
+    typedef FkTile<BM, BN> Tile;
+    extern __shared__ uint4 fk_smem_tiled[];
+    unsigned char *smem = (unsigned char *)fk_smem_tiled;
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+    /* split K (blockIdx.z): this block's chunks [c_lo, c_hi) */
+    const int nchunks = (p.K + FK_KC - 1) / FK_KC;
+    const int c_lo = (int)((long long)blockIdx.z * nchunks / p.splits);
+    const int c_hi = (int)((long long)(blockIdx.z + 1) * nchunks / p.splits);
+
+    float acc[MI][NJ][Mma::NACC];
+    float accg[MI][NJ][Mma::NACC];
+    fk_zero<Mma, MI, NJ>(acc);
+    if constexpr (BLOCK) fk_zero<Mma, MI, NJ>(accg);
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (c_lo + s < c_hi) fk_load_stage<BM, BN, NTHREADS>(p, smem + s * Tile::STAGE_BYTES, m0, n0, c_lo + s);
+        fk_copy_commit();
+    }
+
+    for (int c = c_lo; c < c_hi; c++) {
+        fk_copy_wait<STAGES - 2>();
+        __syncthreads(); /* chunk c has landed; the stage of chunk c-1 is free again */
+        {
+            int nc = c + STAGES - 1;
+            if (nc < c_hi) fk_load_stage<BM, BN, NTHREADS>(p, smem + ((nc - c_lo) % STAGES) * Tile::STAGE_BYTES, m0, n0, nc);
+            fk_copy_commit();
+        }
+        const unsigned char *st = smem + ((c - c_lo) % STAGES) * Tile::STAGE_BYTES;
+        const uint16_t *sA = (const uint16_t *)st + wm * WM * FK_LDA;
+        const unsigned char *sB = st + Tile::A_BYTES;
+#pragma unroll
+        for (int ss = 0; ss < FK_KC / Mma::KSS; ss++) {
+            const int kbase = c * FK_KC + ss * Mma::KSS;
+            if (kbase >= p.K) break;
+            /* All B fragments of the warp, then one A fragment at a time: keeps registers for
+             * two blocks per multiprocessor. */
+            typename Mma::BFrag bf[NJ];
+#pragma unroll
+            for (int nj = 0; nj < NJ; nj++)
+                Mma::load_b_smem(bf[nj], sB + (ss * Mma::KSS / 16) * LDB, LDB, wn * WN + nj * Mma::TN, lane);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                typename Mma::AFrag af;
+                Mma::load_a_smem(af, sA + mi * 16 * FK_LDA + ss * Mma::KSS, FK_LDA, lane);
+#pragma unroll
+                for (int j = 0; j < Mma::STEPS; j++)
+#pragma unroll
+                    for (int nj = 0; nj < NJ; nj++) {
+                        if constexpr (BLOCK) Mma::mma(af, bf[nj], j, accg[mi][nj]);
+                        else Mma::mma(af, bf[nj], j, acc[mi][nj]);
+                    }
+            }
+            if constexpr (BLOCK) {
+                if ((kbase + Mma::KSS) % p.G == 0)
+                    fk_flush<Mma, MI, NJ>(p, acc, accg, n0 + wn * WN, kbase, lane);
+            }
+        }
+    }
+
+    if constexpr (BLOCK) {
+        /* a split may end inside a group: add what is left (zeros when it ended on a boundary) */
+        if (p.splits > 1 && c_hi > c_lo) {
+            int k_last = (c_hi * FK_KC < p.K ? c_hi * FK_KC : p.K) - 1;
+            fk_flush<Mma, MI, NJ>(p, acc, accg, n0 + wn * WN, k_last, lane);
+        }
+    }
+
+    if (p.splits == 1) {
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int nj = 0; nj < NJ; nj++)
+                Mma::store(p, acc[mi][nj], m0 + wm * WM + mi * 16, n0 + wn * WN + nj * Mma::TN, lane);
+        return;
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int nj = 0; nj < NJ; nj++)
+#pragma unroll
+            for (int i = 0; i < Mma::NACC; i++) {
+                int row = m0 + wm * WM + mi * 16 + Mma::acc_row(lane, i);
+                int col = n0 + wn * WN + nj * Mma::TN + Mma::acc_col(lane, i);
+                if (row < p.M && col < p.N) *fk_part(p, blockIdx.z, row, col) = acc[mi][nj][i];
+            }
+    if (!fk_split_last(p, blockIdx.y * gridDim.x + blockIdx.x)) return;
+    fk_split_finish<NTHREADS>(p, BM * BN, [&](int i, int &r, int &c) {
+        r = m0 + i / BN;
+        c = n0 + i % BN;
+        return r < p.M && c < p.N;
+    });
+}
+
+/* ------------------------------------------------------------------------------------------ */
+template <class Mma, int MI, int NJ>
+struct FkSkinnyFrags {
+    typename Mma::AFrag a[MI];
+    typename Mma::BFrag b[NJ];
+};
+
+template <class Mma, int MI, int NJ>
+__device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, const FkParams &p,
+                                               int kbase, int n0, int lane) {
+#pragma unroll
+    for (int nj = 0; nj < NJ; nj++) Mma::load_b_gmem(f.b[nj], p, kbase, n0 + nj * Mma::TN, lane);
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(f.a[mi], p, mi * 16, kbase, lane);
+}
+
+template <class Mma, int MI, int NJ, int MINB, bool BLOCK>
+__global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkParams p) {
+    constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
+    __shared__ float red[FK_SKINNY_WARPS][ROWS][LDR];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int n0 = blockIdx.x * BN, split = blockIdx.y;
+    /* Super-steps are dealt out as contiguous runs, one per warp of every block of the tile. */
+    const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
+    const int seg = split * FK_SKINNY_WARPS + warp, nseg = p.splits * FK_SKINNY_WARPS;
+    const int ss_lo = (int)((long long)seg * nss / nseg), ss_hi = (int)((long long)(seg + 1) * nss / nseg);
+
+    float acc[MI][NJ][Mma::NACC];
+    float accg[MI][NJ][Mma::NACC];
+    fk_zero<Mma, MI, NJ>(acc);
+    if constexpr (BLOCK) fk_zero<Mma, MI, NJ>(accg);
+
+    FkSkinnyFrags<Mma, MI, NJ> cur, nxt;
+    if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ>(cur, p, ss_lo * Mma::KSS, n0, lane);
+    for (int ss = ss_lo; ss < ss_hi; ss++) {
+        if (ss + 1 < ss_hi) fk_skinny_load<Mma, MI, NJ>(nxt, p, (ss + 1) * Mma::KSS, n0, lane);
+#pragma unroll
+        for (int j = 0; j < Mma::STEPS; j++)
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int nj = 0; nj < NJ; nj++) {
+                    if constexpr (BLOCK) Mma::mma(cur.a[mi], cur.b[nj], j, accg[mi][nj]);
+                    else Mma::mma(cur.a[mi], cur.b[nj], j, acc[mi][nj]);
+                }
+        if constexpr (BLOCK) {
+            /* at a group's end, and at the end of this warp's run (which may stop mid-group) */
+            if ((ss + 1) * Mma::KSS % p.G == 0 || ss + 1 == ss_hi)
+                fk_flush<Mma, MI, NJ>(p, acc, accg, n0, ss * Mma::KSS, lane);
+        }
+        cur = nxt;
+    }
+
+    /* Sum the four warps' partial tiles. */
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int nj = 0; nj < NJ; nj++)
+#pragma unroll
+            for (int i = 0; i < Mma::NACC; i++)
+                red[warp][mi * 16 + Mma::acc_row(lane, i)][nj * Mma::TN + Mma::acc_col(lane, i)] = acc[mi][nj][i];
+    __syncthreads();
+    const int rows = p.M < ROWS ? p.M : ROWS;
+    for (int idx = tid; idx < rows * BN; idx += FK_SKINNY_THREADS) {
+        int r = idx / BN, cc = idx % BN, col = n0 + cc;
+        if (col >= p.N) continue;
+        float v = red[0][r][cc];
+#pragma unroll
+        for (int w = 1; w < FK_SKINNY_WARPS; w++) v += red[w][r][cc];
+        if (p.splits == 1) fk_store1(p, r, col, v);
+        else *fk_part(p, split, r, col) = v;
+    }
+    if (p.splits == 1 || !fk_split_last(p, blockIdx.x)) return;
+    fk_split_finish<FK_SKINNY_THREADS>(p, rows * BN, [&](int i, int &r, int &c) {
+        r = i / BN;
+        c = n0 + i % BN;
+        return c < p.N;
+    });
+}
+
+/* ---------------------------------- host side ------------------------------------------- */
+static int fk_sm_count() {
+    static int n;
+    if (!n) {
+        int dev = 0;
+        if (hipGetDevice(&dev) != hipSuccess ||
+            hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess || n < 1)
+            n = 1;
+    }
+    return n;
+}
+
+template <class Mma, int MI, int NJ, int MINB, bool BLOCK>
+static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    constexpr int BN = NJ * Mma::TN;
+    if (p.M > MI * 16) return hipErrorInvalidValue;
+    const int ntiles = (p.N + BN - 1) / BN;
+    const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
+    /* As many blocks as fit on the GPU at once (no second, mostly idle wave), but every warp
+     * gets at least 2 super-steps. */
+    static int occ;
+    if (!occ) {
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fk_gemm_skinny<Mma, MI, NJ, MINB, BLOCK>,
+                                                         FK_SKINNY_THREADS, 0) != hipSuccess || occ < 1)
+            occ = 1;
+    }
+    int target = occ * fk_sm_count();
+    int splits = target / ntiles;
+    int maxs = nss / (2 * FK_SKINNY_WARPS);
+    if (splits > maxs) splits = maxs;
+    if (splits < 1) splits = 1;
+    if (ntiles > FK_MAX_COUNTERS) splits = 1;
+    size_t need = splits > 1 ? FK_COUNTER_BYTES + (size_t)splits * p.M * p.N * sizeof(float) : 0;
+    if (ws_need) {
+        *ws_need = need;
+        return hipSuccess;
+    }
+    if (need > ws_bytes || (need && !ws)) return hipErrorInvalidValue;
+    p.splits = splits;
+    p.count = (unsigned *)ws;
+    p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
+    dim3 grid(ntiles, splits);
+    fk_gemm_skinny<Mma, MI, NJ, MINB, BLOCK><<<grid, FK_SKINNY_THREADS, 0, st>>>(p);
+    return hipGetLastError();
+}
+
+template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
+static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
+    constexpr int BM = WARPS_M * MI * 16, BN = WARPS_N * NJ * Mma::TN;
+    constexpr size_t SMEM = (size_t)STAGES * FkTile<BM, BN>::STAGE_BYTES;
+    auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK>;
+    static bool attr_set;
+    static int occ;
+    if (!attr_set) {
+        hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+        if (e != hipSuccess) return e;
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, NTHREADS, SMEM) != hipSuccess || occ < 1) occ = 1;
+        attr_set = true;
+    }
+    /* Too few tiles to fill the GPU (small M and N): split K over blocks, as long as the
+     * partial sums (written and read once) stay below the weight's own traffic. */
+    const long long tiles = (long long)((p.N + BN - 1) / BN) * ((p.M + BM - 1) / BM);
+    const int nchunks = (p.K + FK_KC - 1) / FK_KC;
+    int splits = 1;
+    if (tiles <= FK_MAX_COUNTERS && tiles * 2 <= (long long)occ * fk_sm_count()) {
+        long long s = (long long)occ * fk_sm_count() / tiles;
+        long long by_k = nchunks / 4, by_traffic = p.K / (16LL * p.M);
+        if (s > by_k) s = by_k;
+        if (s > by_traffic) s = by_traffic;
+        splits = s > 1 ? (int)s : 1;
+    }
+    size_t need = splits > 1 ? FK_COUNTER_BYTES + (size_t)splits * p.M * p.N * sizeof(float) : 0;
+    if (ws_need) {
+        *ws_need = need;
+        return hipSuccess;
+    }
+    if (need > ws_bytes || (need && !ws)) return hipErrorInvalidValue;
+    p.splits = splits;
+    p.count = (unsigned *)ws;
+    p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
+    /* grid.y is limited to 65535 blocks: very tall A goes in slices (never split: many tiles). */
+    const int max_rows = 65535 * BM;
+    for (int r0 = 0; r0 < p.M; r0 += max_rows) {
+        FkParams q = p;
+        q.A = p.A + (size_t)r0 * p.K;
+        q.Y = p.Y + (size_t)r0 * p.N;
+        q.M = p.M - r0 < max_rows ? p.M - r0 : max_rows;
+        dim3 grid((p.N + BN - 1) / BN, (q.M + BM - 1) / BM, splits);
+        kern<<<grid, NTHREADS, SMEM, st>>>(q);
+        hipError_t e = hipGetLastError();
+        if (e != hipSuccess) return e;
+    }
+    return hipSuccess;
+}
+
+#if FK_NVIDIA
+static int fk_compute_capability() {
+    static int cc = -1;
+    if (cc < 0) {
+        int dev = 0, major = 0, minor = 0;
+        if (hipGetDevice(&dev) != hipSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != hipSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != hipSuccess)
+            major = minor = 0;
+        cc = major * 10 + minor;
+    }
+    return cc;
+}
+
+/* The wgmma kernel exists in the sm_90a binary only: compute capability 9.0. */
+template <int BNA, int STAGES, bool BLOCK>
+static hipError_t fk_go_wgmma(FkParams &p, hipStream_t st, size_t *ws_need) {
+    if (fk_compute_capability() != 90) return hipErrorInvalidValue;
+    if (ws_need) {
+        *ws_need = 0;
+        return hipSuccess;
+    }
+    constexpr size_t SMEM = (size_t)STAGES * FkWgTile<BNA>::STAGE_BYTES + 1024;
+    auto kern = fk_gemm_wgmma<BNA, STAGES, BLOCK>;
+    static bool attr_set;
+    if (!attr_set) {
+        hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+        if (e != hipSuccess) return e;
+        attr_set = true;
+    }
+    const int max_rows = 65535 * BNA;
+    for (int r0 = 0; r0 < p.M; r0 += max_rows) {
+        FkParams q = p;
+        q.A = p.A + (size_t)r0 * p.K;
+        q.Y = p.Y + (size_t)r0 * p.N;
+        q.M = p.M - r0 < max_rows ? p.M - r0 : max_rows;
+        dim3 grid((p.N + FK_WG_BN - 1) / FK_WG_BN, (q.M + BNA - 1) / BNA);
+        kern<<<grid, FK_WG_THREADS, SMEM, st>>>(q);
+        hipError_t e = hipGetLastError();
+        if (e != hipSuccess) return e;
+    }
+    return hipSuccess;
+}
+#endif
+
+/* One variant × one scale kind/P: the kernel configurations. */
+template <class Mma, bool BLOCK>
+static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+#if FK_NVIDIA
+    /* Warp tiles of 64×32 (MI=4, NJ=4) keep 2 blocks of 8 warps per multiprocessor within the
+     * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
+    switch (variant) {
+    case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 8, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_TILE64:
+        if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 4, 2, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_tiled<Mma, 1, 4, 4, 4, 4, 3, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_TILE128:
+        if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_tiled<Mma, 2, 4, 4, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_TILE256:
+        if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_tiled<Mma, 2, 4, 4, 8, 3, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_WGMMA:
+        /* block groups must be whole 64-k chunks */
+        if constexpr (Mma::KSS == 64) return fk_go_wgmma<128, 4, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
+    case FK_VARIANT_WGMMA64:
+        if constexpr (Mma::KSS == 64) return fk_go_wgmma<64, 4, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
+    case FK_VARIANT_WGMMA256:
+        /* 128 accumulators per thread: no room for a second set (block scales) */
+        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgmma<256, 4, BLOCK>(p, st, ws_need);
+        else if constexpr (Mma::KSS == 64) return fk_go_wgmma<128, 4, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
+    }
+#else
+    switch (variant) {
+    case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_TILE128:
+    case FK_VARIANT_TILE256:
+        /* the second accumulator set of block scales does not fit 4×2 WMMA tiles per wave */
+        if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_tiled<Mma, 2, 2, 4, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    }
+#endif
+    return hipErrorInvalidValue;
+}
+
+
+#if FK_NVIDIA
+/* P for MmaNv: the largest of 4, 2, 1 whose super-step (16P) divides the block group. */
+static int fk_pick_p(int kind, int group) {
+    if (kind != FK_SCALE_BLOCK) return 4;
+    return group % 64 == 0 ? 4 : group % 32 == 0 ? 2 : 1;
+}
+#endif
+
+static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    const bool block = p.kind == FK_SCALE_BLOCK;
+#if FK_NVIDIA
+    switch (fk_pick_p(p.kind, p.G)) {
+    case 4: return block ? fk_go<MmaNv<4>, true>(variant, p, st, ws_need, ws, ws_bytes)
+                         : fk_go<MmaNv<4>, false>(variant, p, st, ws_need, ws, ws_bytes);
+    case 2: return fk_go<MmaNv<2>, true>(variant, p, st, ws_need, ws, ws_bytes);
+    default: return fk_go<MmaNv<1>, true>(variant, p, st, ws_need, ws, ws_bytes);
+    }
+#else
+    return block ? fk_go<MmaAmd, true>(variant, p, st, ws_need, ws, ws_bytes)
+                 : fk_go<MmaAmd, false>(variant, p, st, ws_need, ws, ws_bytes);
+#endif
+}
+
+extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
+    (void)n; (void)k;
+    /* M ≤ 16 (H100 measurements): the M ≤ 32 kernel's narrower column tiles win without block
+     * scales unless the weight is large (more than ~40 M bytes) */
+    if (m <= 16)
+        return kind != FK_SCALE_BLOCK && n * k <= (40ll << 20) ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
+    if (m <= 32) return FK_VARIANT_SKINNY32;
+#if FK_NVIDIA
+    if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
+        if (m >= 256) return FK_VARIANT_WGMMA;
+        /* below that, blocks of 64 rows of A, unless too few of them for a long K: then the
+         * tiled kernel, which splits K */
+        long long blocks = ((n + 127) / 128) * ((m + 63) / 64);
+        if (blocks >= 64 || k <= 4096) return FK_VARIANT_WGMMA64;
+    }
+#else
+    (void)kind; (void)group;
+#endif
+    if (m <= 128) return FK_VARIANT_TILE64;
+    return FK_VARIANT_TILE128;
+}
+
+static bool fk_shape_ok(int64_t m, int64_t n, int64_t k, int kind, int group) {
+    const int64_t lim = 0x7fffffff;
+    if (m < 1 || n < 8 || k < 16 || m > lim || n > lim || k > lim) return false;
+    if (n % 8 || k % 16) return false;
+    if (kind == FK_SCALE_BLOCK && (group < 16 || group % 16 || k % group)) return false;
+    return kind >= FK_SCALE_NONE && kind <= FK_SCALE_BLOCK;
+}
+
+static FkParams fk_params(int64_t m, int64_t n, int64_t k, const void *a, const void *q, const float *scales,
+                          int kind, int group, const void *bias, int out_bf16, void *y) {
+    FkParams p;
+    p.A = (const uint16_t *)a;
+    p.Q = (const uint8_t *)q;
+    p.S = scales;
+    p.bias = (const uint16_t *)bias;
+    p.Y = (uint16_t *)y;
+    p.part = nullptr;
+    p.count = nullptr;
+    p.M = (int)m;
+    p.N = (int)n;
+    p.K = (int)k;
+    p.kind = kind;
+    p.G = kind == FK_SCALE_BLOCK ? group : (int)k;
+    p.gpr = (int)(k / p.G);
+    p.out_bf16 = out_bf16;
+    p.splits = 1;
+    return p;
+}
+
+extern "C" size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, int group, int variant) {
+    if (!fk_shape_ok(m, n, k, kind, group)) return 0;
+    if (variant == FK_VARIANT_AUTO) variant = fk_gemm_pick(m, n, k, kind, group);
+    FkParams p = fk_params(m, n, k, nullptr, nullptr, nullptr, kind, group, nullptr, 0, nullptr);
+    size_t need = 0;
+    if (fk_dispatch(variant, p, 0, &need, nullptr, 0) != hipSuccess) return 0;
+    return need;
+}
+
+extern "C" int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const void *q, const float *scales,
+                       int kind, int group, const void *bias, int out_bf16, void *y, void *workspace,
+                       size_t workspace_bytes, int variant, void *stream) {
+    if (!fk_shape_ok(m, n, k, kind, group) || variant < 0 || variant >= FK_VARIANT_COUNT) return hipErrorInvalidValue;
+    if (variant == FK_VARIANT_AUTO) variant = fk_gemm_pick(m, n, k, kind, group);
+    FkParams p = fk_params(m, n, k, a, q, scales, kind, group, bias, out_bf16, y);
+    return fk_dispatch(variant, p, (hipStream_t)stream, nullptr, workspace, workspace_bytes);
+}

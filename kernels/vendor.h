@@ -1,0 +1,168 @@
+/*
+ * One source for two vendors. The kernels and their host code are written against the HIP
+ * runtime names; under nvcc this header maps the few names they use to CUDA's. HIP's own
+ * NVIDIA headers are not used (the versions packaged with Debian no longer compile against
+ * CUDA 13). Device-side differences that are not names (byte permutes, async copies, the
+ * matrix instructions) live in small inline functions here and in the mma_*.h policies.
+ */
+#ifndef FK_VENDOR_H
+#define FK_VENDOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__HIP__) || defined(__HIP_PLATFORM_AMD__)
+#define FK_AMD 1
+#include <hip/hip_runtime.h>
+#elif defined(__CUDACC__)
+#define FK_NVIDIA 1
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#define hipError_t cudaError_t
+#define hipSuccess cudaSuccess
+#define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipErrorNoDevice cudaErrorNoDevice
+#define hipGetErrorString cudaGetErrorString
+#define hipGetLastError cudaGetLastError
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipGetDevice cudaGetDevice
+#define hipDeviceProp_t cudaDeviceProp
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemset cudaMemset
+#define hipMemsetAsync cudaMemsetAsync
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipStream_t cudaStream_t
+#define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#else
+#error "kernels/ are built with nvcc or a HIP compiler"
+#endif
+
+#include "mma_layout.h"
+#include "wmma_layout.h"
+
+/* ---- bit conversions ---- */
+__device__ __forceinline__ float fk_f16_to_f32(uint16_t h) {
+#if FK_NVIDIA
+    return __half2float(__ushort_as_half(h));
+#else
+    return (float)__builtin_bit_cast(_Float16, h);
+#endif
+}
+
+__device__ __forceinline__ float fk_bf16_to_f32(uint16_t b) {
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+/* Round to nearest even; overflow gives ±Inf, NaN stays NaN. */
+__device__ __forceinline__ uint16_t fk_f32_to_f16(float v) {
+#if FK_NVIDIA
+    return __half_as_ushort(__float2half_rn(v));
+#else
+    return __builtin_bit_cast(uint16_t, (_Float16)v);
+#endif
+}
+
+/* Round to nearest even on the bits, as feather_f32_to_bf16 does. */
+__device__ __forceinline__ uint16_t fk_f32_to_bf16(float v) {
+    uint32_t u = __float_as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* ---- e5m2 → fp16: the byte becomes the high byte of the half, two per 32-bit word ---- */
+__device__ __forceinline__ uint32_t fk_e5m2x2_lo(uint32_t w) { /* bytes 0,1 → two halves */
+#if FK_NVIDIA
+    return __byte_perm(w, 0u, FK_NV_PRMT_LO);
+#else
+    return __builtin_amdgcn_perm(0u, w, FK_AMD_PERM_LO);
+#endif
+}
+__device__ __forceinline__ uint32_t fk_e5m2x2_hi(uint32_t w) { /* bytes 2,3 → two halves */
+#if FK_NVIDIA
+    return __byte_perm(w, 0u, FK_NV_PRMT_HI);
+#else
+    return __builtin_amdgcn_perm(0u, w, FK_AMD_PERM_HI);
+#endif
+}
+
+/* ---- global → shared copies of 16 bytes; invalid sources are filled with zeros ---- */
+#if FK_NVIDIA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define FK_ASYNC_COPY 1
+#endif
+
+__device__ __forceinline__ void fk_copy16(void *smem, const void *gmem, bool valid) {
+#if FK_ASYNC_COPY
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+#else
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (valid) v = *(const uint4 *)gmem;
+    *(uint4 *)smem = v;
+#endif
+}
+__device__ __forceinline__ void fk_copy_commit() {
+#if FK_ASYNC_COPY
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> __device__ __forceinline__ void fk_copy_wait() {
+#if FK_ASYNC_COPY
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/* ---- streaming loads of the weight (read once: keep them out of L1) ---- */
+__device__ __forceinline__ uint4 fk_ld_stream16(const void *p) {
+#if FK_NVIDIA
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+#else
+    typedef uint32_t v4u __attribute__((ext_vector_type(4)));
+    v4u v = __builtin_nontemporal_load((const v4u *)p);
+    return make_uint4(v.x, v.y, v.z, v.w);
+#endif
+}
+__device__ __forceinline__ uint2 fk_ld_stream8(const void *p) {
+#if FK_NVIDIA
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n"
+                 : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+#else
+    typedef uint32_t v2u __attribute__((ext_vector_type(2)));
+    v2u v = __builtin_nontemporal_load((const v2u *)p);
+    return make_uint2(v.x, v.y);
+#endif
+}
+__device__ __forceinline__ uint32_t fk_ld_stream4(const void *p) {
+#if FK_NVIDIA
+    uint32_t v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    return v;
+#else
+    return __builtin_nontemporal_load((const uint32_t *)p);
+#endif
+}
+
+/* A load that bypasses the non-coherent L1, for data other blocks wrote during this launch. */
+__device__ __forceinline__ float fk_ld_coherent(const float *p) {
+#if FK_NVIDIA
+    return __ldcg(p);
+#else
+    return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
+#endif

@@ -1,0 +1,805 @@
+/* Conversion driver: plan → one streaming pass over the input → new checkpoint(s).
+ *
+ * The input is read once, in file order, so that its XXH3 (recorded as feather.source_xxh3)
+ * comes for free and the disk streams sequentially. Each output tensor is written as soon as
+ * it is produced; memory holds at most one converted tensor's bytes and scales. Outputs are
+ * built under temporary names and all renamed into place only when everything succeeded. */
+#include "internal.h"
+#include "feather/convert.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <pthread.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define FEATHER_DEFAULT_MODE FEATHER_SCALE_CHANNEL
+
+void feather_convert_defaults(feather_convert_options *o) {
+    memset(o, 0, sizeof *o);
+    o->quant.format = FEATHER_FP8_E5M2;
+    o->quant.mode = FEATHER_DEFAULT_MODE;
+    o->layout = FEATHER_LAYOUT_PACKED;
+    o->device = FEATHER_DEVICE_AUTO;
+}
+
+/* ---------------------------------------------------------------- output names */
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* "dir/model.safetensors(.zst)" → "model", "x.safetensors.index.json" → "x" (index=1). */
+static void stem_of(const char *path, char *stem, size_t len, int *index) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(stem, len, "%s", base);
+    *index = 0;
+    static const char *const sufs[] = {".safetensors.index.json", ".safetensors.zst", ".safetensors", ".zst"};
+    for (size_t i = 0; i < sizeof sufs / sizeof sufs[0]; i++)
+        if (has_suffix(stem, sufs[i])) {
+            stem[strlen(stem) - strlen(sufs[i])] = 0;
+            *index = i == 0;
+            break;
+        }
+}
+
+static void dir_of(const char *path, char *dir, size_t len) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, len, ".");
+    else if (slash == path) snprintf(dir, len, "/");
+    else snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+feather_status feather_default_output(const char *input, const char *dir, feather_fp8 fmt, int zstd,
+                                      char *buf, size_t len, feather_error *err) {
+    char stem[1024], in_dir[4096];
+    int index;
+    const char *tag = fmt == FEATHER_FP8_E5M2 ? "fp8e5m2" : "fp8e4m3fn";
+    size_t ilen = strlen(input);
+    while (ilen > 1 && input[ilen - 1] == '/') ilen--;
+    char in[4096];
+    snprintf(in, sizeof in, "%.*s", (int)ilen, input);
+    if (is_dir(in)) {
+        /* A model directory becomes a sibling directory with the same file names. */
+        stem_of(in, stem, sizeof stem, &index);
+        int n = dir ? snprintf(buf, len, "%s/%s-%s", dir, stem, tag) : snprintf(buf, len, "%s-%s", in, tag);
+        if (n < 0 || (size_t)n >= len) return feather_fail(err, FEATHER_E_ARG, "%s: output path too long", input);
+        return FEATHER_OK;
+    }
+    stem_of(in, stem, sizeof stem, &index);
+    dir_of(in, in_dir, sizeof in_dir);
+    int n = snprintf(buf, len, "%s/%s-%s.safetensors%s", dir ? dir : in_dir, stem, tag,
+                     index ? ".index.json" : zstd ? ".zst" : "");
+    if (n < 0 || (size_t)n >= len) return feather_fail(err, FEATHER_E_ARG, "%s: output path too long", input);
+    return FEATHER_OK;
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct conv {
+    feather_ctx *ctx;
+    const feather_convert_options *o;
+    feather_reader *r;
+    feather_plan *plan;
+    feather_convert_result *res;
+    feather_error *err;
+    char options[2048];
+    uint64_t done, total;
+    /* Two slots of one tensor's output each, grown as needed: the writer thread streams one
+     * while the next is produced. */
+    uint8_t *qs[2];
+    size_t q_caps[2];
+    float *ss[2];
+    size_t s_caps[2];
+    uint8_t *q;       /* the slot being produced */
+    float *scales;
+    float *wide; /* f32 staging for requantised fp8 inputs */
+    size_t w_cap;
+    double snr_sum;
+    uint64_t snr_count;
+} conv;
+
+static feather_status grow(void **p, size_t *cap, size_t need, feather_error *err) {
+    if (need <= *cap) return FEATHER_OK;
+    void *n = realloc(*p, need);
+    if (!n) return feather_fail(err, FEATHER_E_NOMEM, "out of memory (%zu bytes for one tensor)", need);
+    *p = n;
+    *cap = need;
+    return FEATHER_OK;
+}
+
+/* Canonical description of everything that changes the output bytes; an existing output made
+ * from the same input with the same string is up to date. */
+static void options_string(const feather_convert_options *o, const char *preset, char *buf, size_t len) {
+    char scale[32];
+    size_t n = (size_t)snprintf(buf, len, "fp8=%s layout=%s scale=%s grid=%u preset=%s nonfinite=%s",
+                                feather_fp8_name(o->quant.format), feather_layout_name(o->layout),
+                                feather_scale_format(o->quant.mode, o->quant.group, scale, sizeof scale),
+                                feather_grid_size(o->quant.grid), preset,
+                                o->quant.allow_nonfinite ? "map" : "error");
+    for (size_t i = 0; i < o->ninclude && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, " include=%s", o->include[i]);
+    for (size_t i = 0; i < o->nexclude && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, " exclude=%s", o->exclude[i]);
+}
+
+static const char *hex64(uint64_t v, char *buf) {
+    snprintf(buf, 17, "%016llx", (unsigned long long)v);
+    return buf;
+}
+
+static void warn(feather_convert_result *res, const char *fmt, ...) FEATHER_PRINTF(2, 3);
+static void warn(feather_convert_result *res, const char *fmt, ...) {
+    if (res->nwarnings >= FEATHER_MAX_WARNINGS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(res->warnings[res->nwarnings++], sizeof res->warnings[0], fmt, ap);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- declarations */
+
+static int converted(const feather_plan_entry *e) {
+    return e->action == FEATHER_CONVERT || e->action == FEATHER_REPACK || e->action == FEATHER_REQUANT;
+}
+
+/* The scale layout of a converted entry in the output. */
+static void out_scale_shape(const conv *c, const feather_plan_entry *e, unsigned *ndim, uint64_t shape[2]) {
+    feather_scale_mode mode = c->o->quant.mode;
+    unsigned group = c->o->quant.group;
+    if (e->action == FEATHER_REPACK) {
+        /* Scales travel unchanged: their shape says what they are. */
+        uint64_t cnt = e->scale ? e->scale->nelem : 1;
+        if (cnt <= 1) { *ndim = 0; return; }
+        if (cnt == e->n) { *ndim = 1; shape[0] = e->n; return; }
+        *ndim = 2;
+        shape[0] = e->n;
+        shape[1] = cnt / e->n;
+        return;
+    }
+    if (mode == FEATHER_SCALE_CHANNEL) { *ndim = 1; shape[0] = e->n; return; }
+    if (mode == FEATHER_SCALE_BLOCK) { *ndim = 2; shape[0] = e->n; shape[1] = e->k / group; return; }
+    *ndim = 0;
+}
+
+static uint64_t out_scale_count(const conv *c, const feather_plan_entry *e) {
+    unsigned nd;
+    uint64_t sh[2];
+    out_scale_shape(c, e, &nd, sh);
+    return nd == 0 ? 1 : nd == 1 ? sh[0] : sh[0] * sh[1];
+}
+
+static const char *comfy_quant_json(feather_fp8 f) {
+    /* e5m2 layers are marked for a full-precision matmul: ComfyUI's fp8 matmul path would pair
+     * an e5m2 weight with an e5m2 activation, which cuBLASLt rejects. */
+    return f == FEATHER_FP8_E5M2 ? "{\"format\": \"float8_e5m2\", \"full_precision_matrix_mult\": true}"
+                                 : "{\"format\": \"float8_e4m3fn\"}";
+}
+
+static feather_status declare_entry(conv *c, feather_writer *w, const feather_plan_entry *e) {
+    const feather_tensor *t = e->tensor;
+    feather_error *err = c->err;
+    feather_status st;
+    if (e->action == FEATHER_DROP) return FEATHER_OK;
+    if (e->action == FEATHER_KEEP) return feather_writer_tensor(w, t->name, t->dtype, t->ndim, t->shape, err);
+    feather_dtype dt = feather_fp8_dtype(c->o->quant.format);
+    if (c->o->layout == FEATHER_LAYOUT_PACKED) {
+        uint64_t shape[3] = {e->k / 16, e->n, 16};
+        st = feather_writer_tensor(w, t->name, dt, 3, shape, err);
+    } else {
+        uint64_t shape[2] = {e->n, e->k};
+        st = feather_writer_tensor(w, t->name, dt, 2, shape, err);
+    }
+    if (st) return st;
+    char name[4200];
+    unsigned nd;
+    uint64_t sh[2];
+    out_scale_shape(c, e, &nd, sh);
+    snprintf(name, sizeof name, "%s_scale", t->name);
+    if ((st = feather_writer_tensor(w, name, FEATHER_F32, nd, sh, err))) return st;
+    if (c->o->layout == FEATHER_LAYOUT_COMFY) {
+        size_t len = strlen(t->name);
+        uint64_t jl = strlen(comfy_quant_json(c->o->quant.format));
+        snprintf(name, sizeof name, "%.*s.comfy_quant", (int)(len - 7), t->name);
+        if ((st = feather_writer_tensor(w, name, FEATHER_U8, 1, &jl, err))) return st;
+    }
+    return FEATHER_OK;
+}
+
+/* Original dtype and shape of each converted tensor, as a JSON object string. For a repacked
+ * input the original is carried over from its own feather.tensors when it has one. */
+static char *tensors_json(conv *c, unsigned shard) {
+    cJSON *root = cJSON_CreateObject(), *prev = NULL;
+    const char *pv = feather_metadata_get(c->r, shard, "feather.tensors");
+    if (pv) prev = cJSON_Parse(pv);
+    for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
+        const feather_plan_entry *e = feather_plan_at(c->plan, i);
+        if (!converted(e) || e->tensor->shard != shard) continue;
+        cJSON *old = prev ? cJSON_GetObjectItemCaseSensitive(prev, e->tensor->name) : NULL;
+        if (old) {
+            cJSON_AddItemToObject(root, e->tensor->name, cJSON_Duplicate(old, 1));
+            continue;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "dtype", feather_dtype_name(e->tensor->dtype));
+        cJSON *sh = cJSON_CreateArray();
+        cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e->n));
+        cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e->k));
+        cJSON_AddItemToObject(o, "shape", sh);
+        cJSON_AddItemToObject(root, e->tensor->name, o);
+    }
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    cJSON_Delete(prev);
+    return s;
+}
+
+static char *comfy_layers_json(conv *c, unsigned shard) {
+    cJSON *root = cJSON_CreateObject(), *layers = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format_version", "1.0");
+    for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
+        const feather_plan_entry *e = feather_plan_at(c->plan, i);
+        if (!converted(e) || e->tensor->shard != shard) continue;
+        char layer[4200];
+        snprintf(layer, sizeof layer, "%.*s", (int)(strlen(e->tensor->name) - 7), e->tensor->name);
+        cJSON *l = cJSON_CreateObject();
+        if (c->o->quant.format == FEATHER_FP8_E5M2) {
+            cJSON_AddStringToObject(l, "format", "float8_e5m2");
+            cJSON_AddBoolToObject(l, "full_precision_matrix_mult", 1);
+        } else {
+            cJSON_AddStringToObject(l, "format", "float8_e4m3fn");
+        }
+        cJSON_AddItemToObject(layers, layer, l);
+    }
+    cJSON_AddItemToObject(root, "layers", layers);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+static feather_status declare_metadata(conv *c, feather_writer *w, unsigned shard) {
+    feather_error *err = c->err;
+    feather_status st = FEATHER_OK;
+    /* The input's own metadata travels, except what this conversion rewrites. */
+    for (size_t i = 0; i < feather_metadata_count(c->r, shard); i++) {
+        const char *k = feather_metadata_key(c->r, shard, i);
+        if (!strncmp(k, "feather.", 8) || !strcmp(k, "_quantization_metadata")) continue;
+        if ((st = feather_writer_metadata(w, k, feather_metadata_value(c->r, shard, i), err))) return st;
+    }
+    char fmt[64], scale[32], grid[16];
+    const char *src = feather_shard_path(c->r, shard);
+    const char *base = strrchr(src, '/');
+    snprintf(fmt, sizeof fmt, "%s/%d", FEATHER_FORMAT_NAME, FEATHER_FORMAT_VERSION);
+    snprintf(grid, sizeof grid, "%u", feather_grid_size(c->o->quant.grid));
+    feather_scale_format(c->o->quant.mode, c->o->quant.group, scale, sizeof scale);
+    const char *kv[][2] = {
+        {"feather.format", fmt},
+        {"feather.layout", feather_layout_name(c->o->layout)},
+        {"feather.fp8", feather_fp8_name(c->o->quant.format)},
+        {"feather.scale", scale},
+        {"feather.grid", grid},
+        {"feather.preset", feather_plan_preset(c->plan)},
+        {"feather.options", c->options},
+        {"feather.source", base ? base + 1 : src},
+        {"feather.version", FEATHER_VERSION_STRING},
+        {"feather.command", c->o->command_line ? c->o->command_line : ""},
+    };
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if ((st = feather_writer_metadata(w, kv[i][0], kv[i][1], err))) return st;
+    if ((st = feather_writer_metadata_reserve(w, "feather.source_xxh3", 16, err))) return st;
+    char *tj = tensors_json(c, shard);
+    if (!tj) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+    st = feather_writer_metadata(w, "feather.tensors", tj, err);
+    free(tj);
+    if (st || c->o->layout != FEATHER_LAYOUT_COMFY) return st;
+    char *cj = comfy_layers_json(c, shard);
+    if (!cj) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+    st = feather_writer_metadata(w, "_quantization_metadata", cj, err);
+    free(cj);
+    return st;
+}
+
+/* ---------------------------------------------------------------- processing */
+
+static double snr_db(double sum_sq, double err_sq) {
+    if (err_sq <= 0) return INFINITY;
+    if (sum_sq <= 0) return -INFINITY;
+    return 10.0 * log10(sum_sq / err_sq);
+}
+
+static void note_snr(conv *c, const feather_tensor *t, const feather_quant_stats *s) {
+    double snr = snr_db(s->sum_sq, s->err_sq);
+    if (isfinite(snr)) {
+        c->snr_sum += snr;
+        c->snr_count++;
+    }
+    if (snr < c->res->snr_worst_db) {
+        c->res->snr_worst_db = snr;
+        snprintf(c->res->worst_tensor, sizeof c->res->worst_tensor, "%s", t->name);
+    }
+}
+
+static float scale_value(const feather_tensor *t, const void *data, uint64_t i) {
+    switch (t->dtype) {
+    case FEATHER_F32: { float f; memcpy(&f, (const uint8_t *)data + 4 * i, 4); return f; }
+    case FEATHER_F16: { uint16_t h; memcpy(&h, (const uint8_t *)data + 2 * i, 2); return feather_f16_to_f32(h); }
+    case FEATHER_BF16: { uint16_t h; memcpy(&h, (const uint8_t *)data + 2 * i, 2); return feather_bf16_to_f32(h); }
+    default: return NAN;
+    }
+}
+
+static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t count, size_t *cap) {
+    feather_error *err = c->err;
+    feather_status st = grow((void **)&c->scales, cap, count * sizeof(float), err);
+    if (st) return st;
+    if (!e->scale) {
+        for (uint64_t i = 0; i < count; i++) c->scales[i] = 1.0f;
+        return FEATHER_OK;
+    }
+    const void *sd;
+    if ((st = feather_tensor_data(c->r, e->scale, &sd, err))) return st;
+    if (e->scale->nelem != count && !(count == 1 && e->scale->nelem == 1))
+        return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': %llu scales do not fit weight '%s' [%llu, %llu]",
+                            feather_reader_path(c->r), e->scale->name, (unsigned long long)e->scale->nelem,
+                            e->tensor->name, (unsigned long long)e->n, (unsigned long long)e->k);
+    for (uint64_t i = 0; i < count; i++) {
+        c->scales[i] = scale_value(e->scale, sd, i);
+        if (!isfinite(c->scales[i]) || !(c->scales[i] > 0))
+            return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and > 0)",
+                                feather_reader_path(c->r), e->scale->name, (unsigned long long)i, c->scales[i]);
+    }
+    return FEATHER_OK;
+}
+
+/* Produces the fp8 bytes (in the output layout) and scales of one selected tensor into slot. */
+static feather_status produce(conv *c, const feather_plan_entry *e, const void *data, int slot) {
+    feather_error *err = c->err;
+    const feather_tensor *t = e->tensor;
+    uint64_t nk = e->n * e->k;
+    int packed = c->o->layout == FEATHER_LAYOUT_PACKED;
+    feather_status st = grow((void **)&c->qs[slot], &c->q_caps[slot], nk, err);
+    if (st) return st;
+    c->q = c->qs[slot];
+    c->scales = c->ss[slot];
+    size_t *s_cap = &c->s_caps[slot];
+    feather_quant_options qo = c->o->quant;
+    qo.name = t->name;
+    feather_quant_stats stats;
+    int in_packed = t->ndim == 3;
+
+    if (e->action == FEATHER_CONVERT) {
+        if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
+            return st;
+        c->ss[slot] = c->scales;
+        st = feather_quantize(c->ctx, &qo, t->dtype, data, e->n, e->k, packed, c->q, c->scales, &stats, err);
+        if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
+        if (stats.nonfinite)
+            warn(c->res, "%s: %llu NaN/Inf values mapped (NaN to 0, Inf to ±max)", t->name,
+                 (unsigned long long)stats.nonfinite);
+        note_snr(c, t, &stats);
+        return FEATHER_OK;
+    }
+    feather_fp8 in_fmt = t->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;
+    uint64_t in_scales = e->scale ? e->scale->nelem : 1;
+    if (e->action == FEATHER_REPACK) {
+        st = read_scales(c, e, in_scales, s_cap);
+        c->ss[slot] = c->scales;
+        if (st) return st;
+        if (in_packed == packed) memcpy(c->q, data, nk);
+        else if (packed) feather_pack(data, e->n, e->k, c->q);
+        else feather_unpack(data, e->n, e->k, c->q);
+        return FEATHER_OK;
+    }
+    /* REQUANT: dequantise with the input's scales, then quantise like an f32 weight. */
+    feather_scale_mode in_mode = in_scales <= 1 ? FEATHER_SCALE_TENSOR
+                                 : in_scales == e->n ? FEATHER_SCALE_CHANNEL : FEATHER_SCALE_BLOCK;
+    unsigned in_group = in_mode == FEATHER_SCALE_BLOCK ? (unsigned)(e->k / (in_scales / e->n)) : 0;
+    st = read_scales(c, e, in_scales, s_cap);
+    c->ss[slot] = c->scales;
+    if (st) return st;
+    if ((st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), err))) return st;
+    feather_dequantize(data, in_packed, in_fmt, in_mode, in_group, c->scales, e->n, e->k, c->wide);
+    if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
+        return st;
+    c->ss[slot] = c->scales;
+    st = feather_quantize(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->q, c->scales, &stats, err);
+    if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
+    note_snr(c, t, &stats);
+    return FEATHER_OK;
+}
+
+static void progress(conv *c, const char *name) {
+    if (c->o->progress) c->o->progress(c->o->progress_arg, c->done, c->total, name);
+}
+
+/* ---------------------------------------------------------------- the writer thread
+ *
+ * The main thread reads, hashes and quantises tensor i+1 while this thread hashes and writes
+ * tensor i: conversion time approaches max(compute, I/O) instead of their sum. Jobs are taken
+ * in order; a job may free an output slot and release the input tensor's pages once written. */
+
+#define MAX_JOBS 16
+
+typedef struct wjob {
+    const void *data;
+    uint64_t len;
+    const feather_tensor *release; /* input tensor whose pages can go after this job */
+    int slot;                      /* output slot that is free again after this job, or -1 */
+} wjob;
+
+typedef struct wpipe {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    wjob jobs[MAX_JOBS];
+    unsigned head, tail;           /* jobs [head, tail) are queued */
+    int slot_busy[2];
+    int done;                      /* no more jobs */
+    feather_status st;             /* first write error */
+    feather_error err;
+    feather_writer *w;
+    feather_reader *r;
+} wpipe;
+
+static void *writer_main(void *arg) {
+    wpipe *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->head == p->tail && !p->done) pthread_cond_wait(&p->cv, &p->mu);
+        if (p->head == p->tail) break;
+        wjob j = p->jobs[p->head % MAX_JOBS];
+        feather_status failed = p->st;
+        pthread_mutex_unlock(&p->mu);
+        feather_status st = failed ? failed : feather_writer_write(p->w, j.data, j.len, &p->err);
+        if (j.release) feather_tensor_release(p->r, j.release);
+        pthread_mutex_lock(&p->mu);
+        if (st && !p->st) p->st = st;
+        if (j.slot >= 0) p->slot_busy[j.slot] = 0;
+        p->head++;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Queues a job; returns the writer's error if it already failed. */
+static feather_status push_job(wpipe *p, wjob j) {
+    pthread_mutex_lock(&p->mu);
+    while (p->tail - p->head == MAX_JOBS && !p->st) pthread_cond_wait(&p->cv, &p->mu);
+    feather_status st = p->st;
+    if (!st) {
+        p->jobs[p->tail++ % MAX_JOBS] = j;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+/* Waits until slot is free (its last job written); returns the writer's error if any. */
+static feather_status take_slot(wpipe *p, int slot) {
+    pthread_mutex_lock(&p->mu);
+    while (p->slot_busy[slot] && !p->st) pthread_cond_wait(&p->cv, &p->mu);
+    p->slot_busy[slot] = 1;
+    feather_status st = p->st;
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+/* Lets the thread drain the queue and stop; returns the first write error. */
+static feather_status finish_pipe(wpipe *p, feather_error *err) {
+    pthread_mutex_lock(&p->mu);
+    p->done = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    if (p->st && err) *err = p->err;
+    return p->st;
+}
+
+static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) {
+    feather_error *err = c->err;
+    feather_status st = FEATHER_OK;
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+    XXH3_64bits_reset(h);
+    XXH3_64bits_update(h, feather_shard_header_bytes(c->r, shard), 8 + feather_shard_header_len(c->r, shard));
+    wpipe p = {.w = w, .r = c->r};
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    if (pthread_create(&p.thread, NULL, writer_main, &p)) {
+        XXH3_freeState(h);
+        return feather_fail(err, FEATHER_E_NOMEM, "cannot start the writer thread");
+    }
+    const char *cq = comfy_quant_json(c->o->quant.format);
+    int slot = 0;
+    size_t n = feather_plan_count(c->plan);
+    for (size_t i = 0; i < n && !st; i++) {
+        const feather_plan_entry *e = feather_plan_at(c->plan, i);
+        const feather_tensor *t = e->tensor;
+        if (t->shard != shard) continue;
+        if (feather_cancelled()) { st = feather_fail(err, FEATHER_E_CANCELLED, "interrupted"); break; }
+        /* Ask for the next tensor's pages while this one is processed. */
+        for (size_t j = i + 1; j < n; j++)
+            if (feather_plan_at(c->plan, j)->tensor->shard == shard) {
+                feather_tensor_prefetch(c->r, feather_plan_at(c->plan, j)->tensor);
+                break;
+            }
+        const void *data;
+        if ((st = feather_tensor_data(c->r, t, &data, err))) break;
+        XXH3_64bits_update(h, data, t->nbytes);
+        if (e->action == FEATHER_KEEP) {
+            /* Zero-copy: the mapped bytes go straight to the writer. */
+            st = push_job(&p, (wjob){data, t->nbytes, t, -1});
+            c->res->tensors_kept++;
+        } else if (e->action == FEATHER_DROP) {
+            feather_tensor_release(c->r, t);
+        } else {
+            if ((st = take_slot(&p, slot))) break;
+            st = produce(c, e, data, slot);
+            /* The input is no longer needed: at most one input tensor and the two output slots
+             * are resident at any time. */
+            feather_tensor_release(c->r, t);
+            if (st) break;
+            int comfy = c->o->layout == FEATHER_LAYOUT_COMFY;
+            st = push_job(&p, (wjob){c->q, e->n * e->k, NULL, -1});
+            if (!st) st = push_job(&p, (wjob){c->scales, out_scale_count(c, e) * sizeof(float), NULL, comfy ? -1 : slot});
+            if (!st && comfy) st = push_job(&p, (wjob){cq, strlen(cq), NULL, slot});
+            slot ^= 1;
+            c->res->tensors_converted++;
+        }
+        c->done += t->nbytes;
+        progress(c, t->name);
+    }
+    /* A write error is the root cause of anything that failed after it. */
+    feather_error werr = {0};
+    feather_status wst = finish_pipe(&p, &werr);
+    if (wst) {
+        st = wst;
+        if (err) *err = werr;
+    }
+    if (!st) {
+        char hex[17];
+        st = feather_writer_metadata_fill(w, "feather.source_xxh3", hex64(XXH3_64bits_digest(h), hex), err);
+    }
+    XXH3_freeState(h);
+    return st;
+}
+
+/* XXH3 of a shard's bytes in file order (header, then tensors by offset). */
+static feather_status shard_hash(feather_reader *r, unsigned shard, uint64_t *out, feather_error *err) {
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+    XXH3_64bits_reset(h);
+    XXH3_64bits_update(h, feather_shard_header_bytes(r, shard), 8 + feather_shard_header_len(r, shard));
+    feather_status st = FEATHER_OK;
+    for (size_t i = 0; i < feather_count(r) && !st; i++) {
+        const feather_tensor *t = feather_tensor_at(r, i);
+        if (t->shard != shard) continue;
+        const void *d;
+        if (feather_cancelled()) st = feather_fail(err, FEATHER_E_CANCELLED, "interrupted");
+        else if (!(st = feather_tensor_data(r, t, &d, err))) XXH3_64bits_update(h, d, t->nbytes);
+        feather_tensor_release(r, t);
+    }
+    *out = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    return st;
+}
+
+/* ---------------------------------------------------------------- outputs */
+
+/* Output path of each input shard: the named output for a single file; for sharded models the
+ * shards sit beside the output index, named after the input shards. */
+static feather_status shard_output(conv *c, const char *output, unsigned shard, char *buf, size_t len) {
+    if (feather_shard_count(c->r) == 1 && !has_suffix(output, ".index.json")) {
+        snprintf(buf, len, "%s", output);
+        return FEATHER_OK;
+    }
+    char dir[4096], stem[1024];
+    int index;
+    dir_of(output, dir, sizeof dir);
+    stem_of(feather_shard_path(c->r, shard), stem, sizeof stem, &index);
+    const char *tag = c->o->quant.format == FEATHER_FP8_E5M2 ? "fp8e5m2" : "fp8e4m3fn";
+    int n = snprintf(buf, len, "%s/%s-%s.safetensors", dir, stem, tag);
+    if (n < 0 || (size_t)n >= len) return feather_fail(c->err, FEATHER_E_ARG, "%s: output path too long", output);
+    return FEATHER_OK;
+}
+
+/* Is the existing output up to date: made from an input with the same XXH3 and the same
+ * options? Reads the input once when the cheap checks pass. */
+static feather_status up_to_date(conv *c, const char *output, int *yes) {
+    *yes = 0;
+    feather_reader *o;
+    feather_error e2;
+    if (feather_open(&o, output, FEATHER_OPEN_HEADER_ONLY, &e2)) return FEATHER_OK;
+    feather_status st = FEATHER_OK;
+    unsigned ns = feather_shard_count(c->r);
+    if (feather_shard_count(o) != ns) goto done;
+    for (unsigned s = 0; s < ns; s++) {
+        const char *opt = feather_metadata_get(o, s, "feather.options");
+        const char *src = feather_metadata_get(o, s, "feather.source_xxh3");
+        if (!opt || !src || strcmp(opt, c->options)) goto done;
+    }
+    for (unsigned s = 0; s < ns; s++) {
+        uint64_t hsh = 0;
+        char hex[17];
+        if ((st = shard_hash(c->r, s, &hsh, c->err))) goto done;
+        if (strcmp(feather_metadata_get(o, s, "feather.source_xxh3"), hex64(hsh, hex))) goto done;
+    }
+    *yes = 1;
+done:
+    feather_close(o);
+    return st;
+}
+
+/* Writes the sharded model's index atomically (temporary file, fsync, rename). */
+static feather_status write_index(conv *c, const char *output, char **shard_paths) {
+    feather_error *err = c->err;
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject(), *map = cJSON_CreateObject();
+    uint64_t total = 0;
+    for (unsigned s = 0; s < feather_shard_count(c->r); s++) {
+        const char *base = strrchr(shard_paths[s], '/');
+        base = base ? base + 1 : shard_paths[s];
+        for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
+            const feather_plan_entry *e = feather_plan_at(c->plan, i);
+            if (e->tensor->shard != s || e->action == FEATHER_DROP) continue;
+            total += e->bytes_out;
+            cJSON_AddStringToObject(map, e->tensor->name, base);
+            if (e->action == FEATHER_KEEP) continue;
+            char name[4200];
+            snprintf(name, sizeof name, "%s_scale", e->tensor->name);
+            cJSON_AddStringToObject(map, name, base);
+            if (c->o->layout == FEATHER_LAYOUT_COMFY) {
+                snprintf(name, sizeof name, "%.*s.comfy_quant", (int)(strlen(e->tensor->name) - 7), e->tensor->name);
+                cJSON_AddStringToObject(map, name, base);
+            }
+        }
+    }
+    cJSON_AddNumberToObject(meta, "total_size", (double)total);
+    cJSON_AddStringToObject(meta, "feather.options", c->options);
+    cJSON_AddItemToObject(root, "metadata", meta);
+    cJSON_AddItemToObject(root, "weight_map", map);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+    char tmp[4200], dir[4096];
+    dir_of(output, dir, sizeof dir);
+    snprintf(tmp, sizeof tmp, "%s/.feather-index-XXXXXX", dir);
+    int fd = mkstemp(tmp);
+    feather_status st = FEATHER_OK;
+    if (fd < 0) {
+        st = feather_fail(err, FEATHER_E_IO, "%s: cannot create: %s", output, strerror(errno));
+    } else {
+        size_t len = strlen(text);
+        if (write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fchmod(fd, 0644) || fsync(fd))
+            st = feather_fail(err, FEATHER_E_IO, "%s: write failed: %s", output, strerror(errno));
+        close(fd);
+        if (!st && rename(tmp, output))
+            st = feather_fail(err, FEATHER_E_IO, "%s: rename failed: %s", output, strerror(errno));
+        if (st) unlink(tmp);
+    }
+    free(text);
+    return st;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+feather_status feather_convert(feather_ctx *ctx, const char *input, const char *output,
+                               const feather_convert_options *o, feather_convert_result *res,
+                               feather_error *err) {
+    double t0 = now_s();
+    memset(res, 0, sizeof *res);
+    res->snr_worst_db = INFINITY;
+    snprintf(res->output, sizeof res->output, "%s", output);
+    if (o->device == FEATHER_DEVICE_GPU)
+        return feather_fail(err, FEATHER_E_UNSUPPORTED, "--device gpu: this build has no GPU backend");
+
+    conv c = {.ctx = ctx, .o = o, .res = res, .err = err};
+    feather_status st = feather_open(&c.r, input, 0, err);
+    if (st) return st;
+    if ((st = feather_plan_new(&c.plan, c.r, o, err))) goto out_reader;
+    options_string(o, feather_plan_preset(c.plan), c.options, sizeof c.options);
+    for (size_t i = 0; i < feather_plan_count(c.plan); i++) {
+        const feather_plan_entry *e = feather_plan_at(c.plan, i);
+        c.total += e->tensor->nbytes;
+        if (e->action == FEATHER_REQUANT)
+            warn(res, "%s: %s input requantised to %s: the rounding errors add up", e->tensor->name,
+                 feather_dtype_name(e->tensor->dtype), feather_fp8_name(o->quant.format));
+    }
+    res->bytes_in = feather_plan_bytes_in(c.plan);
+    res->bytes_out = feather_plan_bytes_out(c.plan);
+
+    int sharded = feather_shard_count(c.r) > 1 || has_suffix(output, ".index.json");
+    struct stat sb, si;
+    if (stat(output, &sb) == 0)
+        for (unsigned s = 0; s <= feather_shard_count(c.r); s++) {
+            const char *p = s ? feather_shard_path(c.r, s - 1) : input;
+            if (stat(p, &si) == 0 && si.st_dev == sb.st_dev && si.st_ino == sb.st_ino) {
+                st = feather_fail(err, FEATHER_E_ARG, "%s: the output is the input file %s", output, p);
+                goto out_plan;
+            }
+        }
+    if (!o->overwrite && stat(output, &sb) == 0) {
+        int fresh;
+        if ((st = up_to_date(&c, output, &fresh))) goto out_plan;
+        if (fresh) {
+            res->skipped = 1;
+            goto out_plan;
+        }
+        st = feather_fail(err, FEATHER_E_EXISTS,
+                          "%s: output exists and was not made from this input with these options (use --force to replace it)",
+                          output);
+        goto out_plan;
+    }
+
+    unsigned ns = feather_shard_count(c.r);
+    feather_writer **w = calloc(ns, sizeof *w);
+    char **paths = calloc(ns, sizeof *paths);
+    const char **inputs = calloc(ns + 1, sizeof *inputs);
+    if (!w || !paths || !inputs) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out_w; }
+    inputs[0] = input;
+    for (unsigned s = 0; s < ns; s++) inputs[s + 1] = feather_shard_path(c.r, s);
+    for (unsigned s = 0; s < ns && !st; s++) {
+        char path[4200];
+        if ((st = shard_output(&c, output, s, path, sizeof path))) break;
+        if (!(paths[s] = strdup(path))) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); break; }
+        feather_write_options wo = {.zstd_level = o->zstd_level, .zstd_threads = o->zstd_threads,
+                                    .overwrite = o->overwrite, .inputs = inputs, .ninputs = ns + 1};
+        if ((st = feather_writer_open(&w[s], path, &wo, err))) break;
+        if ((st = declare_metadata(&c, w[s], s))) break;
+        for (size_t i = 0; i < feather_plan_count(c.plan) && !st; i++) {
+            const feather_plan_entry *e = feather_plan_at(c.plan, i);
+            if (e->tensor->shard == s) st = declare_entry(&c, w[s], e);
+        }
+        if (!st) st = feather_writer_begin(w[s], err);
+    }
+    for (unsigned s = 0; s < ns && !st; s++) st = convert_shard(&c, s, w[s]);
+    /* Everything produced: now, and only now, the outputs take their final names. */
+    unsigned committed = 0;
+    for (unsigned s = 0; s < ns; s++) {
+        if (!w[s]) continue;
+        if (st) feather_writer_abort(w[s]);                    /* commit and abort both free */
+        else if (!(st = feather_writer_commit(w[s], err))) committed = s + 1;
+        w[s] = NULL;
+    }
+    if (!st && sharded) st = write_index(&c, output, paths);
+    if (st) /* a sharded model is whole or absent: remove the shards this run renamed */
+        for (unsigned s = 0; s < committed; s++) unlink(paths[s]);
+    if (!st) res->snr_mean_db = c.snr_count ? c.snr_sum / (double)c.snr_count : NAN;
+out_w:
+    for (unsigned s = 0; w && s < ns; s++) if (w[s]) feather_writer_abort(w[s]);
+    for (unsigned s = 0; paths && s < ns; s++) free(paths[s]);
+    free(w);
+    free(paths);
+    free(inputs);
+out_plan:
+    feather_plan_free(c.plan);
+out_reader:
+    feather_close(c.r);
+    for (int i = 0; i < 2; i++) {
+        free(c.qs[i]);
+        free(c.ss[i]);
+    }
+    free(c.wide);
+    res->seconds = now_s() - t0;
+    return st;
+}

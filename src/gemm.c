@@ -1,0 +1,90 @@
+/* Matrix product entry point: device choice, the shape rule, dispatch to the CPU or GPU
+ * implementation (gemm_cpu.c, gpu.c). */
+#include "gemm_cpu.h"
+
+#include <stdio.h>
+#include <string.h>
+
+feather_status feather_device_parse(const char *s, feather_device *dev, feather_error *err) {
+    static const char *names[] = {"auto", "cpu", "gpu"};
+    for (int i = 0; i < 3; i++)
+        if (s && !strcmp(s, names[i])) {
+            *dev = (feather_device)i;
+            return FEATHER_OK;
+        }
+    char q[64];
+    return feather_fail(err, FEATHER_E_ARG, "device '%s': expected auto, cpu or gpu",
+                        feather_quote(s ? s : "", q, sizeof q));
+}
+
+const char *feather_device_name(feather_device d) {
+    switch (d) {
+    case FEATHER_DEVICE_CPU: return "cpu";
+    case FEATHER_DEVICE_GPU: return "gpu";
+    default: return "auto";
+    }
+}
+
+feather_status feather_device_select(feather_device want, feather_device *got, int *fell_back,
+                                     char *why, size_t len, feather_error *err) {
+    char desc[256];
+    if (fell_back) *fell_back = 0;
+    if (why && len) why[0] = 0;
+    if (want == FEATHER_DEVICE_CPU) {
+        *got = FEATHER_DEVICE_CPU;
+        return FEATHER_OK;
+    }
+    int ok = feather_gpu_available(desc, sizeof desc);
+    if (why && len) snprintf(why, len, "%s", desc);
+    if (ok) {
+        *got = FEATHER_DEVICE_GPU;
+        return FEATHER_OK;
+    }
+    if (want == FEATHER_DEVICE_GPU)
+        return feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: no usable GPU: %s", desc);
+    *got = FEATHER_DEVICE_CPU;
+    if (fell_back) *fell_back = 1;
+    return FEATHER_OK;
+}
+
+int feather_gemm_supported(uint64_t n, uint64_t k, feather_scale_mode mode, unsigned group) {
+    const uint64_t lim = 0x7fffffff;
+    if (n < 8 || n > lim || n % 8 || k < 16 || k > lim || k % 16) return 0;
+    if (mode == FEATHER_SCALE_BLOCK && (group < 16 || group % 16 || k % group)) return 0;
+    return mode >= FEATHER_SCALE_NONE && mode <= FEATHER_SCALE_BLOCK;
+}
+
+feather_status feather_gemm_check(const feather_gemm_args *a, feather_error *err) {
+    if (!a) return feather_fail(err, FEATHER_E_ARG, "matrix product: no arguments");
+    if (a->mode < FEATHER_SCALE_NONE || a->mode > FEATHER_SCALE_BLOCK)
+        return feather_fail(err, FEATHER_E_ARG, "matrix product: unknown scale mode %d", (int)a->mode);
+    if (a->n < 8 || a->n % 8 || a->n > 0x7fffffff)
+        return feather_fail(err, FEATHER_E_ARG,
+                            "matrix product: N = %llu must be a positive multiple of 8 below 2^31",
+                            (unsigned long long)a->n);
+    if (a->k < 16 || a->k % 16 || a->k > 0x7fffffff)
+        return feather_fail(err, FEATHER_E_ARG,
+                            "matrix product: K = %llu must be a positive multiple of 16 below 2^31",
+                            (unsigned long long)a->k);
+    if (a->m > 0x7fffffff)
+        return feather_fail(err, FEATHER_E_ARG, "matrix product: M = %llu must be below 2^31",
+                            (unsigned long long)a->m);
+    if (a->mode == FEATHER_SCALE_BLOCK && (a->group < 16 || a->group % 16 || a->k % a->group))
+        return feather_fail(err, FEATHER_E_ARG,
+                            "matrix product: block group %u must be a multiple of 16 dividing K = %llu",
+                            a->group, (unsigned long long)a->k);
+    if (a->m && (!a->a || !a->q || !a->y))
+        return feather_fail(err, FEATHER_E_ARG, "matrix product: A, Q and Y must not be NULL");
+    if (a->mode != FEATHER_SCALE_NONE && !a->scales)
+        return feather_fail(err, FEATHER_E_ARG, "matrix product: scale mode needs scales");
+    return FEATHER_OK;
+}
+
+feather_status feather_gemm(feather_ctx *ctx, feather_device dev, const feather_gemm_args *args,
+                            feather_error *err) {
+    feather_status st = feather_gemm_check(args, err);
+    if (st != FEATHER_OK || args->m == 0) return st;
+    if (dev == FEATHER_DEVICE_AUTO) dev = feather_gpu_available(NULL, 0) ? FEATHER_DEVICE_GPU : FEATHER_DEVICE_CPU;
+    if (dev == FEATHER_DEVICE_GPU) return feather_gemm_gpu(args, err);
+    return feather_gemm_cpu(ctx, args, err);
+}

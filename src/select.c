@@ -1,0 +1,361 @@
+/* Selection: which tensors are converted, and why the others are kept.
+ *
+ * A tensor is converted when it is the 2-D weight of a linear layer in a float dtype whose
+ * shape the kernel takes (N and K multiples of FEATHER_SHAPE_MULTIPLE), and neither a preset
+ * nor --exclude keeps it. Everything else is copied byte for byte, and the plan says why. */
+#include "internal.h"
+#include "feather/convert.h"
+
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A name component boundary on each side: "img_in" must not match "img_in_proj". */
+#define B0 "(^|\\.)"
+#define B1 "(\\.|$)"
+
+/* Flux in its original (BFL) names or in diffusers names. */
+static const char *const flux_detect[] = {B0 "(double_blocks\\.[0-9]+\\.img_attn\\.|single_transformer_blocks\\.[0-9]+\\.)",
+                                          B0 "(single_blocks\\.[0-9]+\\.linear1\\.|transformer_blocks\\.[0-9]+\\.norm1_context\\.)", NULL};
+static const char *const qwen_detect[] = {B0 "transformer_blocks\\.[0-9]+\\.img_mod\\.", B0 "transformer_blocks\\.[0-9]+\\.txt_mod\\.", NULL};
+static const char *const wan_detect[] = {B0 "blocks\\.[0-9]+\\.self_attn\\.q\\.", B0 "blocks\\.[0-9]+\\.cross_attn\\.", NULL};
+static const char *const sd3_detect[] = {B0 "joint_blocks\\.[0-9]+\\.x_block\\.", NULL};
+static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", B0 "label_emb\\.", NULL};
+static const char *const hunyuan_detect[] = {B0 "double_blocks\\.[0-9]+\\.img_attn_qkv\\.", NULL};
+static const char *const zimage_detect[] = {B0 "noise_refiner\\.", B0 "context_refiner\\.", NULL};
+
+/* Order matters for detection: the more specific signature first (HunyuanVideo before Flux,
+ * both have double_blocks). */
+static const feather_preset presets[] = {
+    {"hunyuan-video", "HunyuanVideo: keeps img_in, txt_in, time_in, vector_in, guidance_in, final_layer and modulation layers",
+     hunyuan_detect,
+     B0 "(img_in|txt_in|time_in|vector_in|guidance_in|final_layer)" B1 "|" B0 "(img_mod|txt_mod|modulation|adaLN_modulation)" B1},
+    {"flux", "Flux.1: keeps img_in, time_in, vector_in, guidance_in, txt_in, final_layer and every modulation layer (img_mod, txt_mod, modulation, adaLN)",
+     flux_detect,
+     B0 "(img_in|time_in|vector_in|guidance_in|txt_in|final_layer)" B1 "|" B0 "(img_mod|txt_mod|modulation|adaLN_modulation)" B1
+     /* diffusers names: embedders, the output norm/projection and the adaLN linears */
+     "|" B0 "(x_embedder|context_embedder|time_text_embed|norm_out)" B1 "|^(transformer\\.)?proj_out\\."
+     "|" B0 "(norm1|norm1_context|norm)\\.linear\\."},
+    {"qwen-image", "Qwen-Image: keeps time_text_embed, img_in, txt_in, norm_out, proj_out, img_mod, txt_mod",
+     qwen_detect,
+     B0 "(time_text_embed|img_in|txt_in|norm_out|proj_out|img_mod|txt_mod)" B1},
+    {"wan", "Wan 2.x: keeps patch_embedding, text_embedding, time_embedding, time_projection, head, img_emb and modulation",
+     wan_detect,
+     B0 "(patch_embedding|text_embedding|time_embedding|time_projection|head|img_emb|modulation)" B1},
+    {"sd3", "SD3/SD3.5 MMDiT: keeps x_embedder, t_embedder, y_embedder, context_embedder, pos_embed, final_layer and adaLN_modulation",
+     sd3_detect,
+     B0 "(x_embedder|t_embedder|y_embedder|context_embedder|pos_embed|final_layer|adaLN_modulation)" B1},
+    {"sdxl", "SDXL UNet: keeps time_embed, label_emb, the time-embedding projections of residual blocks (emb_layers) and the output head",
+     sdxl_detect,
+     B0 "(time_embed|label_emb|emb_layers)" B1 "|^(model\\.diffusion_model\\.)?out\\."},
+    {"z-image", "Z-Image: keeps x_embedder, t_embedder, cap_embedder, final_layer and adaLN_modulation",
+     zimage_detect,
+     B0 "(x_embedder|t_embedder|cap_embedder|final_layer|adaLN_modulation)" B1},
+};
+
+#define NPRESETS (sizeof presets / sizeof presets[0])
+
+size_t feather_preset_count(void) { return NPRESETS; }
+const feather_preset *feather_preset_at(size_t i) { return i < NPRESETS ? &presets[i] : NULL; }
+const feather_preset *feather_preset_find(const char *name) {
+    for (size_t i = 0; i < NPRESETS; i++)
+        if (!strcmp(presets[i].name, name)) return &presets[i];
+    return NULL;
+}
+
+const char *feather_action_name(feather_action a) {
+    switch (a) {
+    case FEATHER_KEEP: return "keep";
+    case FEATHER_CONVERT: return "convert";
+    case FEATHER_REPACK: return "repack";
+    case FEATHER_REQUANT: return "requantize";
+    case FEATHER_DROP: return "drop";
+    }
+    return "?";
+}
+
+const char *feather_layout_name(feather_layout l) { return l == FEATHER_LAYOUT_COMFY ? "comfy" : "packed"; }
+
+struct feather_plan {
+    feather_plan_entry *e;
+    size_t n;
+    const char *preset;
+    uint64_t bytes_in, bytes_out;
+};
+
+static feather_status compile_re(regex_t *re, const char *pat, const char *what, feather_error *err) {
+    int rc = regcomp(re, pat, REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+        char msg[200];
+        regerror(rc, re, msg, sizeof msg);
+        return feather_fail(err, FEATHER_E_ARG, "%s '%s': invalid regular expression: %s", what, pat, msg);
+    }
+    return FEATHER_OK;
+}
+
+static int name_matches(const regex_t *re, const char *s) { return regexec(re, s, 0, NULL, 0) == 0; }
+
+static const feather_preset *detect(feather_reader *r, feather_error *err, feather_status *st) {
+    *st = FEATHER_OK;
+    for (size_t p = 0; p < NPRESETS; p++) {
+        int all = 1;
+        for (const char *const *d = presets[p].detect_all; *d && all; d++) {
+            regex_t re;
+            if ((*st = compile_re(&re, *d, "preset signature", err))) return NULL;
+            int any = 0;
+            for (size_t i = 0; i < feather_count(r) && !any; i++)
+                any = name_matches(&re, feather_tensor_at(r, i)->name);
+            regfree(&re);
+            all = any;
+        }
+        if (all) return &presets[p];
+    }
+    return NULL;
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* The scale tensor that goes with an fp8 weight "X.weight": X.weight_scale, or the legacy
+ * X.scale_weight. */
+static const feather_tensor *find_scale(feather_reader *r, const char *wname) {
+    size_t len = strlen(wname);
+    if (len < 7 || !ends_with(wname, ".weight")) return NULL;
+    char buf[4096];
+    if (len + 8 > sizeof buf) return NULL;
+    snprintf(buf, sizeof buf, "%s_scale", wname);
+    const feather_tensor *t = feather_find(r, buf);
+    if (t) return t;
+    snprintf(buf, sizeof buf, "%.*s.scale_weight", (int)(len - 7), wname);
+    return feather_find(r, buf);
+}
+
+/* Embedding tables are lookups, not matmuls: they stay as they are. */
+#define EMBEDDING_RE B0 "(embed_tokens|embed_positions|tok_embeddings|word_embeddings|position_embeddings|" \
+                     "token_type_embeddings|wte|wpe|shared|embedding|embeddings|token_embedding|" \
+                     "pos_embedding|position_embedding)\\.weight$"
+
+static int is_float16_or_32(feather_dtype d) { return d == FEATHER_F16 || d == FEATHER_BF16 || d == FEATHER_F32; }
+
+/* Whether the input is a feather packed file: its fp8 weights are [K/16, N, 16]. */
+static int input_is_packed(feather_reader *r) {
+    const char *l = feather_metadata_get(r, 0, "feather.layout");
+    return l && !strcmp(l, "packed");
+}
+
+static void set(feather_plan_entry *e, feather_action a, const char *fmt, ...) FEATHER_PRINTF(3, 4);
+static void set(feather_plan_entry *e, feather_action a, const char *fmt, ...) {
+    va_list ap;
+    e->action = a;
+    va_start(ap, fmt);
+    vsnprintf(e->reason, sizeof e->reason, fmt, ap);
+    va_end(ap);
+}
+
+static void shape_str(const feather_tensor *t, char *buf, size_t len) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, len - o, "[");
+    for (unsigned i = 0; i < t->ndim && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? ", " : "", (unsigned long long)t->shape[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+static feather_status check_options(const feather_convert_options *o, feather_error *err) {
+    if (o->layout == FEATHER_LAYOUT_PACKED && o->quant.format != FEATHER_FP8_E5M2)
+        return feather_fail(err, FEATHER_E_ARG,
+                            "--layout packed needs --format e5m2 (the kernel upcasts e5m2 by byte placement); use --layout comfy for e4m3fn");
+    if (o->layout == FEATHER_LAYOUT_COMFY && o->quant.mode != FEATHER_SCALE_NONE &&
+        o->quant.mode != FEATHER_SCALE_ABSMAX && o->quant.mode != FEATHER_SCALE_TENSOR)
+        return feather_fail(err, FEATHER_E_ARG,
+                            "--layout comfy: ComfyUI reads one scale per tensor; use --scale none, absmax or tensor");
+    return FEATHER_OK;
+}
+
+/* Decides one tensor. regexes: exclude[], include[], keep (preset, may be NULL). */
+static void decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
+                   const regex_t *inc, const regex_t *exc, const regex_t *keep, const regex_t *embedding,
+                   const char *preset, int packed_in) {
+    const feather_tensor *t = e->tensor;
+    char shp[128];
+    shape_str(t, shp, sizeof shp);
+    e->bytes_in = e->bytes_out = t->nbytes;
+    const char *dt = feather_dtype_name(t->dtype);
+    int fp8 = t->dtype == FEATHER_F8_E5M2 || t->dtype == FEATHER_F8_E4M3;
+
+    if (!ends_with(t->name, ".weight")) {
+        set(e, FEATHER_KEEP, "not a weight (%s %s)", dt, shp);
+        return;
+    }
+    if (!is_float16_or_32(t->dtype) && !fp8) {
+        set(e, FEATHER_KEEP, "dtype %s is not a float weight", dt);
+        return;
+    }
+    /* fp8 inputs: a feather packed weight [K/16, N, 16] or a plain [N, K] one. */
+    uint64_t n, k;
+    if (fp8 && packed_in && t->ndim == 3 && t->shape[2] == 16) {
+        n = t->shape[1];
+        k = t->shape[0] * 16;
+    } else if (t->ndim == 2) {
+        n = t->shape[0];
+        k = t->shape[1];
+    } else {
+        set(e, FEATHER_KEEP, "%u-D %s %s (only 2-D linear weights are converted)", t->ndim, dt, shp);
+        return;
+    }
+    if (name_matches(embedding, t->name)) {
+        set(e, FEATHER_KEEP, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
+        return;
+    }
+    for (size_t i = 0; i < o->nexclude; i++)
+        if (name_matches(&exc[i], t->name)) {
+            set(e, FEATHER_KEEP, "excluded by --exclude '%s'", o->exclude[i]);
+            return;
+        }
+    int included = 0;
+    for (size_t i = 0; i < o->ninclude && !included; i++) included = name_matches(&inc[i], t->name);
+    if (!included && keep && name_matches(keep, t->name) && !fp8) {
+        set(e, FEATHER_KEEP, "preset %s keeps this layer at full precision", preset);
+        return;
+    }
+    /* The converter takes exactly the shapes the matmul takes (gemm.h states the rule). */
+    if (!feather_gemm_supported(n, k, FEATHER_SCALE_TENSOR, 0)) {
+        set(e, FEATHER_KEEP, "shape %s: the kernel needs N a multiple of 8 and K a multiple of 16", shp);
+        return;
+    }
+    if (o->quant.mode == FEATHER_SCALE_BLOCK && !fp8 && k % o->quant.group) {
+        set(e, FEATHER_KEEP, "K=%llu is not a multiple of the block size %u", (unsigned long long)k,
+            o->quant.group);
+        return;
+    }
+    e->n = n;
+    e->k = k;
+    uint64_t nscales;
+    if (fp8) {
+        e->scale = find_scale(r, t->name);
+        nscales = e->scale ? e->scale->nelem : 1;
+        feather_fp8 in_fmt = t->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;
+        if (in_fmt == o->quant.format) {
+            set(e, FEATHER_REPACK, "%s %s %s already %s: layout changes, values do not", dt, shp,
+                packed_in ? "packed" : "plain", feather_fp8_name(in_fmt));
+        } else {
+            set(e, FEATHER_REQUANT, "%s %s: %s requantised to %s (error adds up)", dt, shp,
+                feather_fp8_name(in_fmt), feather_fp8_name(o->quant.format));
+            feather_quant_options q = o->quant;
+            nscales = feather_scale_count(&q, n, k);
+        }
+    } else {
+        set(e, FEATHER_CONVERT, "%slinear weight %s %s", included ? "--include: " : "", dt, shp);
+        nscales = feather_scale_count(&o->quant, n, k);
+    }
+    e->bytes_out = n * k + 4 * nscales;
+}
+
+feather_status feather_plan_new(feather_plan **out, feather_reader *r,
+                                const feather_convert_options *o, feather_error *err) {
+    feather_status st = check_options(o, err);
+    if (st) return st;
+    const feather_preset *pre = NULL;
+    if (o->preset && strcmp(o->preset, "auto") && strcmp(o->preset, "none")) {
+        pre = feather_preset_find(o->preset);
+        if (!pre) {
+            char list[512] = "";
+            for (size_t i = 0; i < NPRESETS; i++) {
+                strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+                strncat(list, presets[i].name, sizeof list - strlen(list) - 1);
+            }
+            return feather_fail(err, FEATHER_E_ARG, "unknown preset '%s' (known: %s, none)", o->preset, list);
+        }
+    } else if (!o->preset || !strcmp(o->preset, "auto")) {
+        pre = detect(r, err, &st);
+        if (st) return st;
+    }
+
+    struct feather_plan *p = calloc(1, sizeof *p);
+    regex_t *inc = calloc(o->ninclude + 1, sizeof *inc), *exc = calloc(o->nexclude + 1, sizeof *exc);
+    regex_t keep, embedding;
+    size_t ninc = 0, nexc = 0;
+    int have_keep = 0, have_emb = 0;
+    if (!p || !inc || !exc) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
+    for (; ninc < o->ninclude; ninc++)
+        if ((st = compile_re(&inc[ninc], o->include[ninc], "--include", err))) goto done;
+    for (; nexc < o->nexclude; nexc++)
+        if ((st = compile_re(&exc[nexc], o->exclude[nexc], "--exclude", err))) goto done;
+    if (pre) {
+        if ((st = compile_re(&keep, pre->keep, "preset", err))) goto done;
+        have_keep = 1;
+    }
+    if ((st = compile_re(&embedding, EMBEDDING_RE, "embedding rule", err))) goto done;
+    have_emb = 1;
+    p->preset = pre ? pre->name : "none";
+    p->n = feather_count(r);
+    p->e = calloc(p->n ? p->n : 1, sizeof *p->e);
+    if (!p->e) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
+    int packed_in = input_is_packed(r);
+    for (size_t i = 0; i < p->n; i++) {
+        p->e[i].tensor = feather_tensor_at(r, i);
+        decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, &embedding, p->preset, packed_in);
+    }
+    /* Scale tensors consumed by a repacked/requantised weight, and metadata tensors that the
+     * output regenerates, are dropped from the copy. */
+    size_t selected = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        feather_plan_entry *e = &p->e[i];
+        if (e->action == FEATHER_KEEP) continue;
+        selected++;
+        if (!e->scale) continue;
+        for (size_t j = 0; j < p->n; j++)
+            if (p->e[j].tensor == e->scale) {
+                set(&p->e[j], FEATHER_DROP, "scale of %s, rewritten with it", e->tensor->name);
+                p->e[j].bytes_out = 0;
+            }
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        feather_plan_entry *e = &p->e[i];
+        if (e->action != FEATHER_KEEP) continue;
+        if (ends_with(e->tensor->name, ".comfy_quant")) {
+            set(e, FEATHER_DROP, "ComfyUI layer metadata, regenerated for the output");
+            e->bytes_out = 0;
+        } else if (ends_with(e->tensor->name, "scaled_fp8") && e->tensor->ndim <= 1) {
+            set(e, FEATHER_DROP, "legacy scaled_fp8 marker, replaced by per-layer metadata");
+            e->bytes_out = 0;
+        }
+    }
+    if (!selected) {
+        st = feather_fail(err, FEATHER_E_INVALID,
+                          "%s: nothing to convert: none of its %zu tensors is a 2-D linear weight "
+                          "of a shape the kernel takes outside the kept layers (see --plan)",
+                          feather_reader_path(r), p->n);
+        goto done;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        p->bytes_in += p->e[i].bytes_in;
+        p->bytes_out += p->e[i].bytes_out;
+    }
+done:
+    for (size_t i = 0; i < ninc; i++) regfree(&inc[i]);
+    for (size_t i = 0; i < nexc; i++) regfree(&exc[i]);
+    if (have_keep) regfree(&keep);
+    if (have_emb) regfree(&embedding);
+    free(inc);
+    free(exc);
+    if (st) {
+        feather_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return FEATHER_OK;
+}
+
+void feather_plan_free(feather_plan *p) {
+    if (!p) return;
+    free(p->e);
+    free(p);
+}
+size_t feather_plan_count(const feather_plan *p) { return p->n; }
+const feather_plan_entry *feather_plan_at(const feather_plan *p, size_t i) { return i < p->n ? &p->e[i] : NULL; }
+const char *feather_plan_preset(const feather_plan *p) { return p->preset; }
+uint64_t feather_plan_bytes_in(const feather_plan *p) { return p->bytes_in; }
+uint64_t feather_plan_bytes_out(const feather_plan *p) { return p->bytes_out; }

@@ -1,0 +1,431 @@
+/* Conversion end to end: the library entry point and the feather-convert program. */
+#include "test.h"
+#include "testutil.h"
+#include "feather/convert.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const tspec small_model[] = {
+    {"blocks.0.attn.qkv.weight", FEATHER_BF16, 2, {96, 64}},
+    {"blocks.0.attn.qkv.bias", FEATHER_BF16, 1, {96}},
+    {"blocks.0.mlp.fc1.weight", FEATHER_F16, 2, {128, 64}},
+    {"blocks.0.mlp.fc2.weight", FEATHER_F32, 2, {64, 128}},
+    {"blocks.0.norm.weight", FEATHER_F32, 1, {64}},
+    {"embed.weight", FEATHER_BF16, 2, {10, 64}},
+};
+#define NSMALL (sizeof small_model / sizeof small_model[0])
+
+static int exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static size_t count_dir(const char *dir) {
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+    FILE *f = popen(cmd, "r");
+    size_t n = 0;
+    if (f) {
+        if (fscanf(f, "%zu", &n) != 1) n = 0;
+        pclose(f);
+    }
+    return n;
+}
+
+static const char *bin(const char *prog) {
+    static char buf[4][1024];
+    static int slot;
+    char *b = buf[slot++ & 3];
+    snprintf(b, 1024, "%s/%s", test_bindir(), prog);
+    return b;
+}
+
+/* Decodes the output weight back to f32 and compares with the input: every converted tensor
+ * must dequantise to within the e5m2 step of the original. */
+static void check_roundtrip(const char *in, const char *out, int packed) {
+    feather_error err = {0};
+    feather_reader *ri, *ro;
+    REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&ro, out, 0, &err) == FEATHER_OK);
+    for (size_t i = 0; i < feather_count(ri); i++) {
+        const feather_tensor *t = feather_tensor_at(ri, i), *u = feather_find(ro, t->name);
+        REQUIRE(u);
+        const void *a, *b;
+        REQUIRE(feather_tensor_data(ri, t, &a, &err) == FEATHER_OK);
+        REQUIRE(feather_tensor_data(ro, u, &b, &err) == FEATHER_OK);
+        if (u->dtype == t->dtype) {
+            CHECK(u->nbytes == t->nbytes && memcmp(a, b, t->nbytes) == 0);
+            continue;
+        }
+        CHECK(u->dtype == FEATHER_F8_E5M2);
+        uint64_t n = t->shape[0], k = t->shape[1];
+        if (packed) CHECK(u->ndim == 3 && u->shape[0] == k / 16 && u->shape[1] == n && u->shape[2] == 16);
+        char sname[512];
+        snprintf(sname, sizeof sname, "%s_scale", t->name);
+        const feather_tensor *s = feather_find(ro, sname);
+        REQUIRE(s && s->dtype == FEATHER_F32 && s->ndim == 1 && s->shape[0] == n);
+        const void *sd;
+        REQUIRE(feather_tensor_data(ro, s, &sd, &err) == FEATHER_OK);
+        float *deq = malloc(n * k * sizeof(float));
+        feather_dequantize(b, packed, FEATHER_FP8_E5M2, FEATHER_SCALE_CHANNEL, 0, sd, n, k, deq);
+        double num = 0, den = 0;
+        for (uint64_t j = 0; j < n * k; j++) {
+            double w = t->dtype == FEATHER_F32    ? ((const float *)a)[j]
+                       : t->dtype == FEATHER_F16 ? feather_f16_to_f32(((const uint16_t *)a)[j])
+                                                 : feather_bf16_to_f32(((const uint16_t *)a)[j]);
+            num += (w - deq[j]) * (w - deq[j]);
+            den += w * w;
+        }
+        free(deq);
+        double snr = 10 * log10(den / num);
+        if (!(snr > 24.0)) test_fail(__FILE__, __LINE__, "%s: SNR %.2f dB", t->name, snr);
+    }
+    feather_close(ri);
+    feather_close(ro);
+}
+
+TEST(convert_library_roundtrip_and_metadata) {
+    const char *in = test_path("model.safetensors"), *out = test_path("model-fp8e5m2.safetensors");
+    const char *meta[] = {"format", "pt", "feather.bogus", "dropped", NULL};
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 7, meta) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    o.command_line = "feather-convert model.safetensors";
+    feather_convert_result res;
+    feather_error err = {0};
+    char def[1024];
+    REQUIRE(feather_default_output(in, NULL, FEATHER_FP8_E5M2, 0, def, sizeof def, &err) == FEATHER_OK);
+    CHECK(!strcmp(def, out));
+    feather_status st = feather_convert(ctx, in, out, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "convert: %s", err.message);
+    REQUIRE(st == FEATHER_OK);
+    CHECK_EQ_U(res.tensors_converted, 3);
+    CHECK_EQ_U(res.tensors_kept, 3);
+    CHECK(res.snr_worst_db > 24 && res.snr_mean_db >= res.snr_worst_db);
+    CHECK(res.bytes_out < res.bytes_in);
+    check_roundtrip(in, out, 1);
+
+    feather_reader *r;
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    CHECK(!strcmp(feather_metadata_get(r, 0, "format"), "pt"));
+    CHECK(!feather_metadata_get(r, 0, "feather.bogus"));
+    CHECK(!strcmp(feather_metadata_get(r, 0, "feather.format"), "feather-fp8/1"));
+    CHECK(!strcmp(feather_metadata_get(r, 0, "feather.layout"), "packed"));
+    CHECK(!strcmp(feather_metadata_get(r, 0, "feather.fp8"), "e5m2"));
+    CHECK(!strcmp(feather_metadata_get(r, 0, "feather.scale"), "channel"));
+    CHECK(!strcmp(feather_metadata_get(r, 0, "feather.source"), "model.safetensors"));
+    CHECK(!strcmp(feather_metadata_get(r, 0, "feather.command"), "feather-convert model.safetensors"));
+    CHECK_STR_CONTAINS(feather_metadata_get(r, 0, "feather.tensors"),
+                       "\"blocks.0.mlp.fc1.weight\":{\"dtype\":\"F16\",\"shape\":[128,64]}");
+    CHECK(feather_metadata_get(r, 0, "feather.xxh3") != NULL);
+    const char *sh = feather_metadata_get(r, 0, "feather.source_xxh3");
+    REQUIRE(sh && strlen(sh) == 16);
+    size_t len;
+    uint8_t *bytes = tu_read_file(in, &len);
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)feather_hash(bytes, len));
+    free(bytes);
+    CHECK(!strcmp(sh, hex));
+    feather_close(r);
+
+    /* Deterministic: the same conversion again gives the same bytes. */
+    const char *again = test_path("again.safetensors");
+    REQUIRE(feather_convert(ctx, in, again, &o, &res, &err) == FEATHER_OK);
+    CHECK(tu_files_equal(out, again));
+    feather_ctx_free(ctx);
+}
+
+TEST(convert_skips_up_to_date_and_refuses_stale_outputs) {
+    const char *in = test_path("m.safetensors"), *out = test_path("m-fp8e5m2.safetensors");
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 3, NULL) == 0);
+    feather_ctx *ctx = feather_ctx_new(1);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    feather_convert_result res;
+    feather_error err = {0};
+    REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
+    CHECK(!res.skipped);
+    REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
+    CHECK(res.skipped);
+    o.quant.mode = FEATHER_SCALE_TENSOR; /* other options: the output is not this conversion's */
+    CHECK(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_E_EXISTS);
+    CHECK_STR_CONTAINS(err.message, "--force");
+    o.overwrite = 1;
+    CHECK(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK && !res.skipped);
+    /* A different input under the same name: not up to date either. */
+    o.overwrite = 0;
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 4, NULL) == 0);
+    CHECK(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_E_EXISTS);
+    feather_ctx_free(ctx);
+}
+
+TEST(convert_comfy_layout_and_back_without_requantising) {
+    const char *in = test_path("m.safetensors"), *packed = test_path("p.safetensors"),
+               *comfy = test_path("c.safetensors"), *back = test_path("b.safetensors");
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 5, NULL) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    o.quant.mode = FEATHER_SCALE_TENSOR;
+    feather_convert_result res;
+    feather_error err = {0};
+    REQUIRE(feather_convert(ctx, in, packed, &o, &res, &err) == FEATHER_OK);
+    o.layout = FEATHER_LAYOUT_COMFY;
+    feather_status st = feather_convert(ctx, packed, comfy, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "to comfy: %s", err.message);
+    REQUIRE(st == FEATHER_OK);
+    CHECK_EQ_U(res.tensors_converted, 3);
+    feather_reader *r;
+    REQUIRE(feather_open(&r, comfy, 0, &err) == FEATHER_OK);
+    const feather_tensor *w = feather_find(r, "blocks.0.mlp.fc1.weight");
+    REQUIRE(w && w->dtype == FEATHER_F8_E5M2 && w->ndim == 2 && w->shape[0] == 128 && w->shape[1] == 64);
+    const feather_tensor *s = feather_find(r, "blocks.0.mlp.fc1.weight_scale");
+    CHECK(s && s->ndim == 0 && s->dtype == FEATHER_F32);
+    const feather_tensor *cq = feather_find(r, "blocks.0.mlp.fc1.comfy_quant");
+    REQUIRE(cq && cq->dtype == FEATHER_U8);
+    const void *cqd;
+    REQUIRE(feather_tensor_data(r, cq, &cqd, &err) == FEATHER_OK);
+    CHECK(cq->nbytes > 20 && memmem(cqd, cq->nbytes, "float8_e5m2", 11));
+    CHECK_STR_CONTAINS(feather_metadata_get(r, 0, "_quantization_metadata"), "\"blocks.0.mlp.fc1\":{\"format\":\"float8_e5m2\"");
+    /* The original dtypes travel through the repack. */
+    CHECK_STR_CONTAINS(feather_metadata_get(r, 0, "feather.tensors"), "\"blocks.0.attn.qkv.weight\":{\"dtype\":\"BF16\"");
+    feather_close(r);
+    o.layout = FEATHER_LAYOUT_PACKED;
+    REQUIRE(feather_convert(ctx, comfy, back, &o, &res, &err) == FEATHER_OK);
+    /* Same fp8 bytes and scales as the first conversion. */
+    feather_reader *a, *b;
+    REQUIRE(feather_open(&a, packed, 0, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&b, back, 0, &err) == FEATHER_OK);
+    for (size_t i = 0; i < feather_count(a); i++) {
+        const feather_tensor *x = feather_tensor_at(a, i), *y = feather_find(b, x->name);
+        REQUIRE(y);
+        const void *dx, *dy;
+        REQUIRE(feather_tensor_data(a, x, &dx, &err) == FEATHER_OK);
+        REQUIRE(feather_tensor_data(b, y, &dy, &err) == FEATHER_OK);
+        CHECK(x->nbytes == y->nbytes && memcmp(dx, dy, x->nbytes) == 0);
+    }
+    feather_close(a);
+    feather_close(b);
+    feather_ctx_free(ctx);
+}
+
+TEST(convert_e4m3_input_is_requantised_with_warning) {
+    const char *in = test_path("m.safetensors"), *c4 = test_path("c4.safetensors"), *out = test_path("o.safetensors");
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 5, NULL) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    o.layout = FEATHER_LAYOUT_COMFY;
+    o.quant.format = FEATHER_FP8_E4M3FN;
+    o.quant.mode = FEATHER_SCALE_ABSMAX;
+    feather_convert_result res;
+    feather_error err = {0};
+    REQUIRE(feather_convert(ctx, in, c4, &o, &res, &err) == FEATHER_OK);
+    feather_convert_defaults(&o);
+    feather_status st = feather_convert(ctx, c4, out, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    REQUIRE(st == FEATHER_OK);
+    CHECK_EQ_U(res.tensors_converted, 3);
+    CHECK(res.nwarnings >= 1);
+    CHECK_STR_CONTAINS(res.warnings[0], "requantised");
+    feather_reader *r;
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    CHECK(!feather_find(r, "blocks.0.mlp.fc1.comfy_quant"));
+    CHECK(!feather_metadata_get(r, 0, "_quantization_metadata"));
+    const feather_tensor *w = feather_find(r, "blocks.0.mlp.fc1.weight");
+    CHECK(w && w->dtype == FEATHER_F8_E5M2 && w->ndim == 3);
+    feather_close(r);
+    feather_ctx_free(ctx);
+}
+
+TEST(convert_cli_bad_inputs_get_one_line_and_status) {
+    const char *in = test_path("m.safetensors");
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 1, NULL) == 0);
+    size_t len;
+    uint8_t *orig = tu_read_file(in, &len);
+    /* invalid file */
+    const char *bad = test_path("bad.safetensors");
+    FILE *f = fopen(bad, "wb");
+    fputs("not a safetensors file at all", f);
+    fclose(f);
+    CHECK_EQ_U(test_run("%s -q %s", bin("feather-convert"), bad), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "bad.safetensors");
+    CHECK(strchr(test_cmd_output(), '\n') == test_cmd_output() + strlen(test_cmd_output()) - 1);
+    CHECK(!exists(test_path("bad-fp8e5m2.safetensors")));
+    /* unknown preset: a bad option value */
+    CHECK_EQ_U(test_run("%s -q --preset nosuch %s", bin("feather-convert"), in), 64);
+    CHECK_STR_CONTAINS(test_cmd_output(), "unknown preset");
+    /* usage */
+    CHECK_EQ_U(test_run("%s --scale block:7 %s", bin("feather-convert"), in), 64);
+    CHECK_EQ_U(test_run("%s --bogus", bin("feather-convert")), 64);
+    /* output equals the input */
+    int rc = test_run("%s -q -o %s %s", bin("feather-convert"), in, in);
+    CHECK(rc == 2 || rc == 64);
+    CHECK_STR_CONTAINS(test_cmd_output(), "input");
+    /* nothing selected */
+    const char *none = test_path("none.safetensors");
+    const tspec t[] = {{"a.bias", FEATHER_F16, 1, {64}}};
+    REQUIRE(tu_write_model(none, t, 1, 1, NULL) == 0);
+    CHECK_EQ_U(test_run("%s -q %s", bin("feather-convert"), none), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "nothing to convert");
+    /* output exists */
+    const char *out = test_path("exists.safetensors");
+    f = fopen(out, "wb");
+    fputs("precious", f);
+    fclose(f);
+    CHECK_EQ_U(test_run("%s -q -o %s %s", bin("feather-convert"), out, in), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "exists");
+    size_t ol;
+    uint8_t *ob = tu_read_file(out, &ol);
+    CHECK(ob && ol == 8 && !memcmp(ob, "precious", 8));
+    free(ob);
+    /* disk full (a file-size limit makes write() fail with EFBIG) */
+    const char *full = test_path("full.safetensors");
+    rc = test_run("ulimit -f 4; %s -q -o %s %s", bin("feather-convert"), full, in);
+    CHECK_EQ_U(rc, 2);
+    CHECK(!exists(full));
+    /* the input is untouched by all of the above */
+    size_t len2;
+    uint8_t *now = tu_read_file(in, &len2);
+    CHECK(now && len == len2 && !memcmp(orig, now, len));
+    free(orig);
+    free(now);
+}
+
+TEST(convert_cli_permission_denied) {
+    const char *in = test_path("m.safetensors");
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 1, NULL) == 0);
+    const char *dir = test_path("ro");
+    REQUIRE(mkdir(dir, 0755) == 0);
+    int rc;
+    chmod(test_tmpdir(), 0755);
+    chmod(in, 0644);
+    if (geteuid() == 0) /* root writes anywhere: run the program as nobody instead */
+        rc = test_run("setpriv --reuid=65534 --regid=65534 --clear-groups %s -q -o %s/out.safetensors %s",
+                      bin("feather-convert"), dir, in);
+    else {
+        chmod(dir, 0555);
+        rc = test_run("%s -q -o %s/out.safetensors %s", bin("feather-convert"), dir, in);
+    }
+    CHECK_EQ_U(rc, 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "ermission denied");
+    CHECK_EQ_U(count_dir(dir), 0);
+    chmod(dir, 0755);
+}
+
+TEST(convert_cli_interrupt_leaves_nothing) {
+    /* Big enough that the conversion is still running when the signal arrives. */
+    const char *in = test_path("big.safetensors"), *out = test_path("big-out.safetensors");
+    tspec t[24];
+    char names[24][32];
+    for (int i = 0; i < 24; i++) {
+        snprintf(names[i], sizeof names[i], "l%d.weight", i);
+        t[i] = (tspec){names[i], FEATHER_BF16, 2, {2048, 2048}};
+    }
+    REQUIRE(tu_write_model(in, t, 24, 9, NULL) == 0);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            char b[1024];
+            snprintf(b, sizeof b, "%s", bin("feather-convert"));
+            freopen("/dev/null", "w", stderr);
+            execl(b, b, "-q", "-j", "1", "--scale", "block:128", "-o", out, in, (char *)NULL);
+            _exit(127);
+        }
+        usleep(150000 + attempt * 100000);
+        kill(pid, SIGINT);
+        int st;
+        waitpid(pid, &st, 0);
+        REQUIRE(WIFEXITED(st));
+        if (WEXITSTATUS(st) == 0) { unlink(out); continue; } /* finished first: try again */
+        CHECK_EQ_U(WEXITSTATUS(st), 130);
+        CHECK(!exists(out));
+        CHECK_EQ_U(count_dir(test_tmpdir()), 1); /* only the input: no temporary left */
+        return;
+    }
+    test_skip("the conversion finished before the signal three times");
+}
+
+/* samples/batch-convert.sh with the real converter: a directory with two models, a sharded
+ * one and a broken file; a second run resumes (skips everything that is done). */
+TEST(convert_batch_script_converts_in_parallel_and_resumes) {
+    char dir[1024], out[1024], sample[1100];
+    snprintf(dir, sizeof dir, "%s", test_path("models"));
+    snprintf(out, sizeof out, "%s", test_path("converted"));
+    snprintf(sample, sizeof sample, "%s/feather-sample", test_bindir());
+    REQUIRE(test_run("mkdir -p %s/sub && %s --family wan -o %s/wan.safetensors && "
+                     "%s --family flux -o %s/sub/flux.safetensors && "
+                     "%s --family qwen-image --shards 2 -o %s/qwen.safetensors.index.json && "
+                     "printf 'garbage' > %s/broken.safetensors",
+                     dir, sample, dir, sample, dir, sample, dir, dir) == 0);
+    int rc = test_run("FEATHER_CONVERT=%s/feather-convert sh samples/batch-convert.sh -j 2 -o %s %s",
+                      test_bindir(), out, dir);
+    CHECK_EQ_U(rc, 2); /* the broken file failed, the rest converted */
+    CHECK_STR_CONTAINS(test_cmd_output(), "3 converted, 0 skipped, 1 failed");
+    char p[1200];
+    snprintf(p, sizeof p, "%s/sub/flux-fp8e5m2.safetensors", out);
+    feather_reader *r;
+    feather_error err = {0};
+    CHECK(feather_open(&r, p, 0, &err) == FEATHER_OK && (feather_close(r), 1));
+    snprintf(p, sizeof p, "%s/qwen-fp8e5m2.safetensors.index.json", out);
+    if (feather_open(&r, p, 0, &err) != FEATHER_OK) test_fail(__FILE__, __LINE__, "%s", err.message);
+    else {
+        CHECK_EQ_U(feather_shard_count(r), 2);
+        feather_close(r);
+    }
+    snprintf(p, sizeof p, "%s/batch-summary.json", out);
+    size_t len;
+    char *sum = (char *)tu_read_file(p, &len);
+    REQUIRE(sum);
+    CHECK(strstr(sum, "\"status\":") && strstr(sum, "broken.safetensors"));
+    free(sum);
+    rc = test_run("FEATHER_CONVERT=%s/feather-convert sh samples/batch-convert.sh -j 2 -o %s %s",
+                  test_bindir(), out, dir);
+    CHECK_EQ_U(rc, 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 3 skipped, 1 failed");
+}
+
+TEST(convert_sharded_and_zst_inputs_and_outputs) {
+    char dir[1024], sample[1100];
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    snprintf(sample, sizeof sample, "%s/feather-sample", test_bindir());
+    REQUIRE(test_run("%s --family sd3 --shards 3 -o %s/m.safetensors.index.json && "
+                     "%s --family sdxl --zstd -o %s/x.safetensors", sample, dir, sample, dir) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    feather_convert_result res;
+    feather_error err = {0};
+    char in[1200], outp[1200];
+    snprintf(in, sizeof in, "%s/m.safetensors.index.json", dir);
+    REQUIRE(feather_default_output(in, NULL, FEATHER_FP8_E5M2, 0, outp, sizeof outp, &err) == FEATHER_OK);
+    CHECK_STR_CONTAINS(outp, "m-fp8e5m2.safetensors.index.json");
+    feather_status st = feather_convert(ctx, in, outp, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    feather_reader *a, *b;
+    REQUIRE(feather_open(&a, in, 0, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&b, outp, 0, &err) == FEATHER_OK);
+    CHECK_EQ_U(feather_shard_count(b), 3);
+    CHECK(!strcmp(feather_metadata_get(b, 0, "feather.layout"), "packed"));
+    /* every input tensor is in the output, converted or not */
+    for (size_t i = 0; i < feather_count(a); i++) CHECK(feather_find(b, feather_tensor_at(a, i)->name) != NULL);
+    feather_close(a);
+    feather_close(b);
+    /* .zst in, .zst out; the output decompresses to a valid checkpoint */
+    snprintf(in, sizeof in, "%s/x.safetensors.zst", dir);
+    REQUIRE(feather_default_output(in, NULL, FEATHER_FP8_E5M2, 1, outp, sizeof outp, &err) == FEATHER_OK);
+    CHECK_STR_CONTAINS(outp, "x-fp8e5m2.safetensors.zst");
+    st = feather_convert(ctx, in, outp, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    REQUIRE(feather_open(&b, outp, 0, &err) == FEATHER_OK);
+    CHECK(feather_count(b) > 100);
+    feather_close(b);
+    feather_ctx_free(ctx);
+}

@@ -1,0 +1,341 @@
+/* Matrix product with a prepacked e5m2 weight: the CPU implementation at every SIMD level and,
+ * where a GPU is usable, the GPU kernels, against an fp64 product of the same dequantised
+ * weights, on fresh random inputs each run (the seed is printed). */
+#include "test.h"
+#include "feather/feather.h"
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* ---- random problems ---- */
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static double rng_unit(void) { return ((rng_next() >> 11) + 0.5) / 9007199254740992.0; }
+static double rng_normal(void) { return sqrt(-2.0 * log(rng_unit())) * cos(6.283185307179586 * rng_unit()); }
+
+static void seed_once(void) {
+    if (!rng_state) {
+        const char *s = getenv("FEATHER_TEST_SEED");
+        rng_state = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)clock();
+        if (!rng_state) rng_state = 1;
+        printf("    gemm tests: FEATHER_TEST_SEED=%llu\n", (unsigned long long)rng_state);
+    }
+}
+
+typedef struct problem {
+    feather_gemm_args args;
+    uint16_t *a, *bias, *y;
+    uint8_t *q, *packed;
+    float *scales;
+    double *ref;
+} problem;
+
+static uint64_t nscales(feather_scale_mode mode, uint64_t n, uint64_t k, unsigned g) {
+    switch (mode) {
+    case FEATHER_SCALE_NONE: return 0;
+    case FEATHER_SCALE_CHANNEL: return n;
+    case FEATHER_SCALE_BLOCK: return n * (k / g);
+    default: return 1;
+    }
+}
+
+static double scale_of(const problem *p, uint64_t n, uint64_t k) {
+    const feather_gemm_args *a = &p->args;
+    switch (a->mode) {
+    case FEATHER_SCALE_NONE: return 1.0;
+    case FEATHER_SCALE_CHANNEL: return p->scales[n];
+    case FEATHER_SCALE_BLOCK: return p->scales[n * (a->k / a->group) + k / a->group];
+    default: return p->scales[0];
+    }
+}
+
+/* ref[:, r] for weight rows r in [b, e). */
+static void reference_rows(void *arg, size_t b, size_t e, int worker) {
+    problem *p = arg;
+    const feather_gemm_args *a = &p->args;
+    const uint64_t m = a->m, n = a->n, k = a->k;
+    double *wrow = malloc(k * sizeof(double));
+    (void)worker;
+    for (uint64_t r = b; r < e; r++) {
+        for (uint64_t c = 0; c < k; c++) wrow[c] = scale_of(p, r, c) * feather_e5m2_to_f32(p->q[r * k + c]);
+        double bias = !p->bias ? 0.0 : a->out_bf16 ? feather_bf16_to_f32(p->bias[r]) : feather_f16_to_f32(p->bias[r]);
+        for (uint64_t i = 0; i < m; i++) {
+            const uint16_t *ar = p->a + i * k;
+            double t = 0;
+            for (uint64_t c = 0; c < k; c++) t += feather_f16_to_f32(ar[c]) * wrow[c];
+            p->ref[i * n + r] = t + bias;
+        }
+    }
+    free(wrow);
+}
+
+/* A ~ N(0,1) in fp16; Q = e5m2 of N(0,1)·8 (finite codes only); scales in [0.5, 2)·2^-3 per
+ * group; bias ~ N(0,1)·|typical output| in the output dtype, or none. */
+static void problem_make(feather_ctx *ctx, problem *p, uint64_t m, uint64_t n, uint64_t k, feather_scale_mode mode,
+                         unsigned g, int bias, int out_bf16) {
+    memset(p, 0, sizeof *p);
+    feather_gemm_args *a = &p->args;
+    a->m = m; a->n = n; a->k = k; a->mode = mode; a->group = g; a->out_bf16 = out_bf16;
+    p->a = malloc(m * k * 2 + 2);
+    p->q = malloc(n * k);
+    p->packed = malloc(n * k);
+    uint64_t ns = nscales(mode, n, k, g);
+    p->scales = malloc((ns ? ns : 1) * sizeof(float));
+    p->bias = bias ? malloc(n * 2) : NULL;
+    p->y = malloc(m * n * 2 + 2);
+    p->ref = malloc(m * n * sizeof(double) + 8);
+    for (uint64_t i = 0; i < m * k; i++) p->a[i] = feather_f32_to_f16((float)rng_normal());
+    for (uint64_t i = 0; i < n * k; i++) p->q[i] = feather_f32_to_e5m2((float)(rng_normal() * 8.0));
+    for (uint64_t i = 0; i < ns; i++) p->scales[i] = (float)((0.5 + 1.5 * rng_unit()) / 8.0);
+    /* packed[kb][n][i] = Q[n][16kb+i] */
+    for (uint64_t r = 0; r < n; r++)
+        for (uint64_t c = 0; c < k; c++) p->packed[(c / 16) * n * 16 + r * 16 + c % 16] = p->q[r * k + c];
+    double typical = sqrt((double)k) * 8.0 / 8.0;
+    for (uint64_t i = 0; bias && i < n; i++) {
+        float b = (float)(rng_normal() * typical);
+        p->bias[i] = out_bf16 ? feather_f32_to_bf16(b) : feather_f32_to_f16(b);
+    }
+    a->a = p->a;
+    a->q = p->packed;
+    a->scales = ns ? p->scales : NULL;
+    a->bias = p->bias;
+    a->y = p->y;
+    /* fp64 reference of the dequantised product, over the context's threads */
+    feather_parallel_for(ctx, n, 8, reference_rows, p);
+}
+
+static void problem_free(problem *p) {
+    free(p->a); free(p->q); free(p->packed); free(p->scales); free(p->bias); free(p->y); free(p->ref);
+}
+
+static void poison(problem *p) { memset(p->y, 0xff, p->args.m * p->args.n * 2); }
+
+/* ‖Y − ref‖_F / ‖ref‖_F; NaN or Inf anywhere gives +Inf. */
+static double rel_error(const problem *p) {
+    double e = 0, r = 0;
+    const uint64_t cnt = p->args.m * p->args.n;
+    for (uint64_t i = 0; i < cnt; i++) {
+        double v = p->args.out_bf16 ? feather_bf16_to_f32(p->y[i]) : feather_f16_to_f32(p->y[i]);
+        if (!isfinite(v)) return INFINITY;
+        e += (v - p->ref[i]) * (v - p->ref[i]);
+        r += p->ref[i] * p->ref[i];
+    }
+    return sqrt(e) / (r > 0 ? sqrt(r) : 1.0);
+}
+
+static const char *mode_str(feather_scale_mode mode, unsigned g, char *buf) {
+    static const char *names[] = {"none", "absmax", "tensor", "channel", "block"};
+    if (mode == FEATHER_SCALE_BLOCK) snprintf(buf, 32, "block:%u", g);
+    else snprintf(buf, 32, "%s", names[mode]);
+    return buf;
+}
+
+typedef struct mode_case { feather_scale_mode mode; unsigned group; } mode_case;
+static const mode_case MODES[] = {
+    {FEATHER_SCALE_NONE, 0},     {FEATHER_SCALE_ABSMAX, 0},  {FEATHER_SCALE_TENSOR, 0},
+    {FEATHER_SCALE_CHANNEL, 0},  {FEATHER_SCALE_BLOCK, 32},  {FEATHER_SCALE_BLOCK, 64},
+    {FEATHER_SCALE_BLOCK, 128},  {FEATHER_SCALE_BLOCK, 16},  {FEATHER_SCALE_BLOCK, 48},
+};
+#define NMODES (sizeof MODES / sizeof MODES[0])
+
+static double tolerance(int out_bf16) { return out_bf16 ? 2e-3 : 5e-4; }
+/* The final rounding to bf16 alone costs about 1.6e-3 of relative error, spread like a mean of
+ * squares: a case needs this many outputs for that spread to stay far below the 2e-3 bound. */
+#define MIN_OUTPUTS 1000
+
+/* Runs one problem on dev and checks it; returns 0 when it passed. */
+static int run_case(feather_ctx *ctx, feather_device dev, problem *p, const char *what) {
+    feather_error err = {0};
+    char mb[32];
+    poison(p);
+    feather_status st = feather_gemm(ctx, dev, &p->args, &err);
+    if (st != FEATHER_OK) {
+        test_fail(__FILE__, __LINE__, "%s: feather_gemm failed: %s", what, err.message);
+        return 1;
+    }
+    double e = rel_error(p), tol = tolerance(p->args.out_bf16);
+    if (!(e <= tol)) {
+        test_fail(__FILE__, __LINE__, "%s M=%llu N=%llu K=%llu %s %s%s: relative error %.3g > %.1g", what,
+                  (unsigned long long)p->args.m, (unsigned long long)p->args.n, (unsigned long long)p->args.k,
+                  mode_str(p->args.mode, p->args.group, mb), p->args.out_bf16 ? "bf16" : "fp16",
+                  p->args.bias ? " +bias" : "", e, tol);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- CPU ---- */
+TEST(gemm_cpu_matches_fp64_every_mode_and_simd_level) {
+    seed_once();
+    feather_ctx *ctx = feather_ctx_new(0);
+    REQUIRE(ctx);
+    static const uint64_t shapes[][2] = {{64, 128}, {40, 96}, {1032, 96}, {136, 384}};
+    static const uint64_t ms[] = {1, 7, 16, 33, 128};
+    const feather_simd top = feather_simd_detect();
+    double worst[2] = {0, 0};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+            for (size_t c = 0; c < NMODES; c++) {
+                const uint64_t n = shapes[si][0], k = shapes[si][1], m = ms[mi];
+                if (!feather_gemm_supported(n, k, MODES[c].mode, MODES[c].group)) continue;
+                if (m * n < MIN_OUTPUTS) continue;
+                const int bf16 = (int)((si + mi + c) & 1), bias = (int)((si + c) % 3 != 0);
+                problem p;
+                problem_make(ctx, &p, m, n, k, MODES[c].mode, MODES[c].group, bias, bf16);
+                uint16_t *first = malloc(m * n * 2);
+                for (int lvl = FEATHER_SIMD_SCALAR; lvl <= (int)top; lvl++) {
+                    REQUIRE(feather_ctx_set_simd(ctx, (feather_simd)lvl) == FEATHER_OK);
+                    if (run_case(ctx, FEATHER_DEVICE_CPU, &p, feather_simd_name((feather_simd)lvl))) break;
+                    double e = rel_error(&p);
+                    if (e > worst[bf16]) worst[bf16] = e;
+                    /* every level sums in the same order: the same bytes */
+                    if (lvl == FEATHER_SIMD_SCALAR) memcpy(first, p.y, m * n * 2);
+                    else if (memcmp(first, p.y, m * n * 2)) {
+                        test_fail(__FILE__, __LINE__, "SIMD level %s differs from scalar (M=%llu N=%llu K=%llu)",
+                                  feather_simd_name((feather_simd)lvl), (unsigned long long)m,
+                                  (unsigned long long)n, (unsigned long long)k);
+                        break;
+                    }
+                }
+                free(first);
+                problem_free(&p);
+            }
+    printf("    worst relative error: fp16 %.3g, bf16 %.3g\n", worst[0], worst[1]);
+    feather_ctx_free(ctx);
+}
+
+TEST(gemm_cpu_many_rows_and_threads) {
+    seed_once();
+    feather_ctx *ctx = feather_ctx_new(3);
+    REQUIRE(ctx);
+    problem p;
+    problem_make(ctx, &p, 1000, 72, 64, FEATHER_SCALE_BLOCK, 32, 1, 0);
+    run_case(ctx, FEATHER_DEVICE_CPU, &p, "cpu");
+    /* one thread gives the same bytes */
+    uint16_t *y3 = malloc(p.args.m * p.args.n * 2);
+    memcpy(y3, p.y, p.args.m * p.args.n * 2);
+    run_case(NULL, FEATHER_DEVICE_CPU, &p, "cpu, no context");
+    CHECK(memcmp(y3, p.y, p.args.m * p.args.n * 2) == 0);
+    free(y3);
+    problem_free(&p);
+    feather_ctx_free(ctx);
+}
+
+TEST(gemm_zero_rows_is_a_no_op) {
+    uint8_t q[16 * 8] = {0};
+    uint16_t y = 0x1234;
+    feather_gemm_args a = {0};
+    a.m = 0; a.n = 8; a.k = 16; a.q = q; a.y = &y; a.mode = FEATHER_SCALE_NONE;
+    CHECK(feather_gemm(NULL, FEATHER_DEVICE_CPU, &a, NULL) == FEATHER_OK);
+    CHECK_EQ_U(y, 0x1234);
+}
+
+TEST(gemm_rejects_shapes_outside_the_rule) {
+    uint16_t A[64] = {0}, Y[64];
+    uint8_t Q[64 * 64] = {0};
+    float s[64] = {1};
+    feather_gemm_args a = {0};
+    feather_error err;
+    a.m = 1; a.a = A; a.q = Q; a.y = Y; a.scales = s;
+    a.n = 12; a.k = 32; a.mode = FEATHER_SCALE_NONE;
+    CHECK(feather_gemm(NULL, FEATHER_DEVICE_CPU, &a, &err) == FEATHER_E_ARG);
+    CHECK_STR_CONTAINS(err.message, "multiple of 8");
+    a.n = 8; a.k = 40;
+    CHECK(feather_gemm(NULL, FEATHER_DEVICE_CPU, &a, &err) == FEATHER_E_ARG);
+    CHECK_STR_CONTAINS(err.message, "multiple of 16");
+    a.k = 96; a.mode = FEATHER_SCALE_BLOCK; a.group = 64;
+    CHECK(feather_gemm(NULL, FEATHER_DEVICE_CPU, &a, &err) == FEATHER_E_ARG);
+    CHECK_STR_CONTAINS(err.message, "block group 64");
+    a.group = 24;
+    CHECK(feather_gemm(NULL, FEATHER_DEVICE_CPU, &a, &err) == FEATHER_E_ARG);
+    a.group = 32; a.scales = NULL;
+    CHECK(feather_gemm(NULL, FEATHER_DEVICE_CPU, &a, &err) == FEATHER_E_ARG);
+    CHECK(feather_gemm_supported(4096, 4096, FEATHER_SCALE_BLOCK, 128));
+    CHECK(feather_gemm_supported(8, 16, FEATHER_SCALE_TENSOR, 0));
+    CHECK(!feather_gemm_supported(2048, 68, FEATHER_SCALE_TENSOR, 0));
+    CHECK(!feather_gemm_supported(4, 64, FEATHER_SCALE_TENSOR, 0));
+    CHECK(!feather_gemm_supported(64, 96, FEATHER_SCALE_BLOCK, 64));
+}
+
+TEST(gemm_device_names_and_selection) {
+    feather_device d;
+    feather_error err;
+    CHECK(feather_device_parse("gpu", &d, NULL) == FEATHER_OK && d == FEATHER_DEVICE_GPU);
+    CHECK(feather_device_parse("cpu", &d, NULL) == FEATHER_OK && d == FEATHER_DEVICE_CPU);
+    CHECK(feather_device_parse("auto", &d, NULL) == FEATHER_OK && d == FEATHER_DEVICE_AUTO);
+    CHECK(feather_device_parse("cuda", &d, &err) == FEATHER_E_ARG);
+    CHECK_STR_CONTAINS(err.message, "auto, cpu or gpu");
+    CHECK(!strcmp(feather_device_name(FEATHER_DEVICE_GPU), "gpu"));
+
+    char desc[256], why[256];
+    int have = feather_gpu_available(desc, sizeof desc);
+    CHECK(desc[0] != 0);
+    int fell = -1;
+    CHECK(feather_device_select(FEATHER_DEVICE_AUTO, &d, &fell, why, sizeof why, NULL) == FEATHER_OK);
+    CHECK(d == (have ? FEATHER_DEVICE_GPU : FEATHER_DEVICE_CPU));
+    CHECK(fell == !have);
+    CHECK(feather_device_select(FEATHER_DEVICE_CPU, &d, &fell, why, sizeof why, NULL) == FEATHER_OK);
+    CHECK(d == FEATHER_DEVICE_CPU && fell == 0);
+    feather_status st = feather_device_select(FEATHER_DEVICE_GPU, &d, &fell, why, sizeof why, &err);
+    if (have) {
+        CHECK(st == FEATHER_OK && d == FEATHER_DEVICE_GPU);
+    } else {
+        CHECK(st == FEATHER_E_UNSUPPORTED);
+        CHECK_STR_CONTAINS(err.message, "no usable GPU");
+        /* and the product itself refuses the GPU but runs on AUTO */
+        problem p;
+        seed_once();
+        problem_make(NULL, &p, 3, 16, 32, FEATHER_SCALE_TENSOR, 0, 0, 0);
+        CHECK(feather_gemm(NULL, FEATHER_DEVICE_GPU, &p.args, &err) == FEATHER_E_UNSUPPORTED);
+        run_case(NULL, FEATHER_DEVICE_AUTO, &p, "auto without GPU");
+        problem_free(&p);
+    }
+}
+
+/* ---- GPU ---- */
+TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
+    char desc[256];
+    if (!feather_gpu_available(desc, sizeof desc)) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "*** GPU matrix-product tests NOT RUN: %s ***", desc);
+        test_skip(msg);
+        return;
+    }
+    printf("    GPU: %s\n", desc);
+    seed_once();
+    feather_ctx *ctx = feather_ctx_new(0);
+    REQUIRE(ctx);
+    /* (N, K): small and ragged panels, long K (split K in the skinny and tiled kernels), a model shape */
+    static const uint64_t shapes[][2] = {{64, 128}, {40, 96}, {1032, 96}, {264, 512}, {128, 4096}, {64, 8192}, {3072, 3072}};
+    static const uint64_t ms[] = {1, 7, 16, 24, 33, 128, 1000};
+    double worst[2] = {0, 0};
+    int cases = 0, failed = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+            for (size_t c = 0; c < NMODES; c++) {
+                const uint64_t n = shapes[si][0], k = shapes[si][1], m = ms[mi];
+                if (!feather_gemm_supported(n, k, MODES[c].mode, MODES[c].group)) continue;
+                if (m * n < MIN_OUTPUTS) continue;
+                if (m * n * k > 600000000u) continue; /* keep the fp64 reference quick */
+                for (int bf16 = 0; bf16 <= 1; bf16++) {
+                    problem p;
+                    problem_make(ctx, &p, m, n, k, MODES[c].mode, MODES[c].group, (int)((mi + c + bf16) % 2), bf16);
+                    failed += run_case(NULL, FEATHER_DEVICE_GPU, &p, "gpu");
+                    double e = rel_error(&p);
+                    if (e > worst[bf16]) worst[bf16] = e;
+                    cases++;
+                    problem_free(&p);
+                }
+            }
+    printf("    %d GPU cases, %d failed; worst relative error: fp16 %.3g, bf16 %.3g\n", cases, failed,
+           worst[0], worst[1]);
+    feather_gpu_release();
+    feather_ctx_free(ctx);
+}

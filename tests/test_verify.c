@@ -1,0 +1,277 @@
+/* Verification: integrity failures are caught and named, error figures are right, reports. */
+#include "test.h"
+#include "testutil.h"
+#include "feather/convert.h"
+#include "feather/verify.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const tspec model[] = {
+    {"l0.attn.qkv.weight", FEATHER_BF16, 2, {96, 64}},
+    {"l0.attn.qkv.bias", FEATHER_BF16, 1, {96}},
+    {"l0.mlp.fc1.weight", FEATHER_F16, 2, {128, 64}},
+    {"l0.mlp.fc2.weight", FEATHER_F32, 2, {64, 128}},
+    {"l0.norm.weight", FEATHER_F32, 1, {64}},
+};
+#define NMODEL (sizeof model / sizeof model[0])
+
+/* Writes the original and its conversion; returns 0 on success. */
+static int make_pair(const char *orig, const char *conv, feather_scale_mode mode, unsigned group) {
+    if (tu_write_model(orig, model, NMODEL, 11, NULL)) return -1;
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    o.quant.mode = mode;
+    o.quant.group = group;
+    o.overwrite = 1;
+    feather_convert_result res;
+    feather_error err = {0};
+    feather_status st = feather_convert(ctx, orig, conv, &o, &res, &err);
+    if (st) fprintf(stdout, "    convert: %s\n", err.message);
+    feather_ctx_free(ctx);
+    return st ? -1 : 0;
+}
+
+static feather_status verify(const char *conv, const char *ref, feather_verify_report **rep) {
+    feather_verify_options o;
+    feather_verify_defaults(&o);
+    o.reference = ref;
+    o.device = FEATHER_DEVICE_CPU;
+    feather_error err = {0};
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_status st = feather_verify(ctx, conv, &o, rep, &err);
+    feather_ctx_free(ctx);
+    return st;
+}
+
+static const feather_verify_tensor *find(const feather_verify_report *r, const char *name) {
+    for (size_t i = 0; i < r->count; i++)
+        if (!strcmp(r->tensors[i].name, name)) return &r->tensors[i];
+    return NULL;
+}
+
+static const char *problem_of(const feather_verify_report *r, const char *name) {
+    const feather_verify_tensor *t = find(r, name);
+    return t ? t->problem : "(no entry)";
+}
+
+/* Byte offset of a tensor's data in a (single, uncompressed) file. */
+static long data_offset(const char *path, const char *name) {
+    feather_reader *r;
+    feather_error err = {0};
+    if (feather_open(&r, path, FEATHER_OPEN_HEADER_ONLY, &err)) return -1;
+    const feather_tensor *t = feather_find(r, name);
+    long off = t ? (long)(8 + feather_shard_header_len(r, 0) + t->begin) : -1;
+    feather_close(r);
+    return off;
+}
+
+static void flip_byte(const char *path, long off, uint8_t mask) {
+    FILE *f = fopen(path, "r+b");
+    fseek(f, off, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, off, SEEK_SET);
+    fputc(c ^ mask, f);
+    fclose(f);
+}
+
+TEST(verify_intact_file_passes_with_sane_figures) {
+    const char *orig = test_path("o.safetensors"), *conv = test_path("c.safetensors");
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_BLOCK, 32) == 0);
+    feather_verify_report *r = NULL;
+    CHECK(verify(conv, orig, &r) == FEATHER_OK);
+    REQUIRE(r);
+    CHECK_EQ_U(r->problems, 0);
+    CHECK_EQ_U(r->measured, 3);
+    for (size_t i = 0; i < r->count; i++) {
+        const feather_verify_tensor *t = &r->tensors[i];
+        if (!t->measured) continue;
+        /* e5m2: ~25-30 dB in weight space; the product averages errors, so output space is close */
+        CHECK(t->weight_snr_db > 24 && t->weight_snr_db < 40);
+        CHECK(t->output_measured && fabs(t->output_snr_db - t->weight_snr_db) < 4);
+        CHECK(t->weight_cos > 0.99 && t->weight_cos <= 1.0);
+        CHECK(fabs(t->weight_rel_rms - pow(10, -t->weight_snr_db / 20)) < 1e-6);
+        CHECK(t->output_rel_err > 0 && t->output_rel_err < 0.1);
+    }
+    CHECK(r->snr_worst_db <= r->snr_median_db && r->snr_median_db <= r->snr_mean_db + 3);
+    CHECK(r->bytes_converted < r->bytes_reference);
+    feather_verify_report_free(r);
+    /* Integrity alone (no reference) also passes. */
+    r = NULL;
+    CHECK(verify(conv, NULL, &r) == FEATHER_OK);
+    CHECK(r && r->measured == 0 && r->problems == 0);
+    feather_verify_report_free(r);
+}
+
+TEST(verify_catches_a_flipped_bit_in_any_tensor) {
+    const char *orig = test_path("o.safetensors"), *conv = test_path("c.safetensors");
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_CHANNEL, 0) == 0);
+    const char *names[] = {"l0.attn.qkv.weight", "l0.attn.qkv.weight_scale", "l0.attn.qkv.bias",
+                           "l0.mlp.fc2.weight", "l0.norm.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        REQUIRE(make_pair(orig, conv, FEATHER_SCALE_CHANNEL, 0) == 0);
+        long off = data_offset(conv, names[i]);
+        REQUIRE(off > 0);
+        flip_byte(conv, off + 3, 0x01);
+        feather_verify_report *r = NULL;
+        CHECK(verify(conv, NULL, &r) == FEATHER_E_MISMATCH);
+        REQUIRE(r);
+        CHECK_EQ_U(r->problems, 1);
+        const feather_verify_tensor *t = find(r, names[i]);
+        if (!t || !strstr(t->problem, "XXH3 mismatch"))
+            test_fail(__FILE__, __LINE__, "flip in %s not named (%s)", names[i], t ? t->problem : "no entry");
+        feather_verify_report_free(r);
+    }
+}
+
+TEST(verify_reports_swapped_tensors_wrong_scale_and_wrong_reference) {
+    const char *orig = test_path("o.safetensors"), *conv = test_path("c.safetensors");
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_TENSOR, 0) == 0);
+    /* Swap the first 64 bytes of two converted weights: both hashes break. */
+    long a = data_offset(conv, "l0.mlp.fc1.weight"), b = data_offset(conv, "l0.mlp.fc2.weight");
+    REQUIRE(a > 0 && b > 0);
+    FILE *f = fopen(conv, "r+b");
+    uint8_t x[64], y[64];
+    fseek(f, a, SEEK_SET);
+    REQUIRE(fread(x, 1, 64, f) == 64);
+    fseek(f, b, SEEK_SET);
+    REQUIRE(fread(y, 1, 64, f) == 64);
+    fseek(f, a, SEEK_SET);
+    fwrite(y, 1, 64, f);
+    fseek(f, b, SEEK_SET);
+    fwrite(x, 1, 64, f);
+    fclose(f);
+    feather_verify_report *r = NULL;
+    CHECK(verify(conv, orig, &r) == FEATHER_E_MISMATCH);
+    REQUIRE(r);
+    CHECK(problem_of(r, "l0.mlp.fc1.weight")[0] && problem_of(r, "l0.mlp.fc2.weight")[0]);
+    CHECK(!problem_of(r, "l0.attn.qkv.weight")[0]);
+    feather_verify_report_free(r);
+
+    /* A wrong (zero) scale. */
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_TENSOR, 0) == 0);
+    long s = data_offset(conv, "l0.attn.qkv.weight_scale");
+    f = fopen(conv, "r+b");
+    fseek(f, s, SEEK_SET);
+    const float zero = 0.0f;
+    fwrite(&zero, 4, 1, f);
+    fclose(f);
+    r = NULL;
+    CHECK(verify(conv, orig, &r) == FEATHER_E_MISMATCH);
+    REQUIRE(r);
+    CHECK_STR_CONTAINS(problem_of(r, "l0.attn.qkv.weight_scale"), "XXH3 mismatch");
+    CHECK_STR_CONTAINS(problem_of(r, "l0.attn.qkv.weight"), "must be finite and > 0");
+    feather_verify_report_free(r);
+
+    /* A reference that is not the original: other values under the same names. */
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_TENSOR, 0) == 0);
+    const char *other = test_path("other.safetensors");
+    REQUIRE(tu_write_model(other, model, NMODEL, 99, NULL) == 0);
+    r = NULL;
+    CHECK(verify(conv, other, &r) == FEATHER_E_MISMATCH);
+    REQUIRE(r);
+    CHECK(r->count && strstr(r->tensors[0].problem, "does not match"));
+    CHECK_STR_CONTAINS(problem_of(r, "l0.norm.weight"), "differs from the reference");
+    feather_verify_report_free(r);
+}
+
+TEST(verify_cli_truncated_file_thresholds_and_reports) {
+    char orig[1024], conv[1024], dir[1024];
+    snprintf(orig, sizeof orig, "%s", test_path("o.safetensors"));
+    snprintf(conv, sizeof conv, "%s", test_path("c.safetensors"));
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_CHANNEL, 0) == 0);
+    const char *bin = test_bindir();
+    CHECK_EQ_U(test_run("%s/feather-verify --reference %s %s --json %s/r.json --csv %s/r.csv --html %s/r.html",
+                        bin, orig, conv, dir, dir, dir), 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "OK");
+    char p[1100];
+    snprintf(p, sizeof p, "%s/r.json", dir);
+    size_t len;
+    char *js = (char *)tu_read_file(p, &len);
+    REQUIRE(js);
+    cJSON *root = cJSON_Parse(js);
+    free(js);
+    REQUIRE(root);
+    cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "tensors");
+    REQUIRE(cJSON_IsArray(ts));
+    int measured = 0;
+    cJSON *t;
+    cJSON_ArrayForEach(t, ts) {
+        CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(t, "name")));
+        if (!cJSON_GetObjectItemCaseSensitive(t, "weight_snr_db")) continue;
+        measured++;
+        const char *keys[] = {"weight_rel_rms", "output_snr_db", "output_rel_err", "max_abs_err"};
+        for (int k = 0; k < 4; k++) CHECK(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(t, keys[k])));
+    }
+    CHECK_EQ_U(measured, 3);
+    cJSON_Delete(root);
+    snprintf(p, sizeof p, "%s/r.csv", dir);
+    char *csv = (char *)tu_read_file(p, &len);
+    REQUIRE(csv);
+    CHECK(!strncmp(csv, "name,dtype,", 11) && strstr(csv, "l0.mlp.fc1.weight,F8_E5M2,1,"));
+    free(csv);
+    snprintf(p, sizeof p, "%s/r.html", dir);
+    char *html = (char *)tu_read_file(p, &len);
+    REQUIRE(html);
+    CHECK(strstr(html, "<svg id=\"snr-by-layer\"") && strstr(html, "<svg id=\"snr-histogram\""));
+    CHECK(!strstr(html, "http://") || strstr(html, "http://www.w3.org/2000/svg")); /* nothing fetched */
+    CHECK(!strstr(html, "<script"));
+    free(html);
+
+    /* Thresholds: 60 dB is impossible for e5m2, every measured tensor fails, exit 1. */
+    CHECK_EQ_U(test_run("%s/feather-verify -q --reference %s --min-snr 60 %s", bin, orig, conv), 1);
+    CHECK_STR_CONTAINS(test_cmd_output(), "l0.mlp.fc1.weight");
+    CHECK_STR_CONTAINS(test_cmd_output(), "under the threshold");
+    CHECK_EQ_U(test_run("%s/feather-verify -q --reference %s --max-rel-err 0.5 %s", bin, orig, conv), 0);
+    CHECK_EQ_U(test_run("%s/feather-verify --min-snr 10 %s", bin, conv), 64);
+
+    /* A flipped bit: exit 1, the tensor named on one line. */
+    long off = data_offset(conv, "l0.mlp.fc1.weight");
+    flip_byte(conv, off + 100, 0x02);
+    CHECK_EQ_U(test_run("%s/feather-verify %s", bin, conv), 1);
+    CHECK_STR_CONTAINS(test_cmd_output(), "tensor 'l0.mlp.fc1.weight': XXH3 mismatch");
+
+    /* A truncated file is invalid input: exit 2 and one line. */
+    REQUIRE(truncate(conv, 4000) == 0);
+    CHECK_EQ_U(test_run("%s/feather-verify %s", bin, conv), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "c.safetensors");
+    CHECK(strchr(test_cmd_output(), '\n') == test_cmd_output() + strlen(test_cmd_output()) - 1);
+}
+
+/* The HTML report renders in a real browser: headless Chromium takes a screenshot of it. */
+TEST(verify_html_report_renders_in_chromium) {
+    const char *browser = access("/usr/bin/chromium", X_OK) == 0 ? "/usr/bin/chromium" : NULL;
+    if (!browser) {
+        test_skip("*** HTML NOT RENDERED: chromium is not installed (make check installs it) ***");
+        return;
+    }
+    char orig[1024], conv[1024], dir[1024];
+    snprintf(orig, sizeof orig, "%s", test_path("o.safetensors"));
+    snprintf(conv, sizeof conv, "%s", test_path("c.safetensors"));
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_CHANNEL, 0) == 0);
+    REQUIRE(test_run("%s/feather-verify -q --reference %s %s --html %s/r.html", test_bindir(), orig, conv, dir) == 0);
+    int rc = test_run("cd %s && timeout 120 %s --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+                      "--disable-background-networking --disable-component-update --disable-sync "
+                      "--user-data-dir=%s/chrome --window-size=1000,900 --screenshot=%s/shot.png "
+                      "file://%s/r.html && timeout 120 %s --headless --no-sandbox --disable-gpu "
+                      "--disable-background-networking --user-data-dir=%s/chrome2 --dump-dom file://%s/r.html > %s/dom.html",
+                      dir, browser, dir, dir, dir, browser, dir, dir, dir);
+    CHECK_EQ_U(rc, 0);
+    char p[1100];
+    snprintf(p, sizeof p, "%s/shot.png", dir);
+    size_t len = 0;
+    uint8_t *png = tu_read_file(p, &len);
+    CHECK(png && len > 8000 && !memcmp(png + 1, "PNG", 3));
+    free(png);
+    snprintf(p, sizeof p, "%s/dom.html", dir);
+    char *dom = (char *)tu_read_file(p, &len);
+    /* The parsed page holds both charts with one point per measured layer. */
+    CHECK(dom && strstr(dom, "snr-by-layer") && strstr(dom, "<circle") && strstr(dom, "snr-histogram"));
+    free(dom);
+}

@@ -1,0 +1,88 @@
+#include "testutil.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+uint64_t tu_rand(uint64_t *s) {
+    /* splitmix64: good enough for test data, and the same on every machine */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double tu_normal(uint64_t *s) {
+    double u1 = ((tu_rand(s) >> 11) + 1) * 0x1.0p-53, u2 = (tu_rand(s) >> 11) * 0x1.0p-53;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+int tu_write_model(const char *path, const tspec *t, size_t n, uint64_t seed, const char *const *meta) {
+    feather_error err = {0};
+    feather_writer *w;
+    feather_write_options wo = {.no_hashes = 1, .overwrite = 1};
+    if (feather_writer_open(&w, path, &wo, &err)) {
+        fprintf(stdout, "    writer: %s\n", err.message);
+        return -1;
+    }
+    for (const char *const *m = meta; m && m[0]; m += 2)
+        if (feather_writer_metadata(w, m[0], m[1], &err)) goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (feather_writer_tensor(w, t[i].name, t[i].dtype, t[i].ndim, t[i].shape, &err)) goto fail;
+    if (feather_writer_begin(w, &err)) goto fail;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ne = 1;
+        for (unsigned d = 0; d < t[i].ndim; d++) ne *= t[i].shape[d];
+        size_t bytes = (size_t)(ne * feather_dtype_bits(t[i].dtype) / 8);
+        uint8_t *buf = malloc(bytes ? bytes : 1);
+        uint64_t st = seed * 1000003u + i;
+        for (uint64_t e = 0; e < ne; e++) {
+            double v = 0.02 * tu_normal(&st);
+            switch (t[i].dtype) {
+            case FEATHER_F16: ((uint16_t *)buf)[e] = feather_f32_to_f16((float)v); break;
+            case FEATHER_BF16: ((uint16_t *)buf)[e] = feather_f32_to_bf16((float)v); break;
+            case FEATHER_F32: ((float *)buf)[e] = (float)v; break;
+            default: break;
+            }
+        }
+        if (t[i].dtype != FEATHER_F16 && t[i].dtype != FEATHER_BF16 && t[i].dtype != FEATHER_F32)
+            for (size_t b = 0; b < bytes; b++) buf[b] = (uint8_t)tu_rand(&st);
+        int bad = feather_writer_write(w, buf, bytes, &err) != FEATHER_OK;
+        free(buf);
+        if (bad) goto fail;
+    }
+    if (feather_writer_commit(w, &err)) {
+        fprintf(stdout, "    writer: %s\n", err.message);
+        return -1;
+    }
+    return 0;
+fail:
+    fprintf(stdout, "    writer: %s\n", err.message);
+    feather_writer_abort(w);
+    return -1;
+}
+
+uint8_t *tu_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b && len) *len = (size_t)n;
+    return b;
+}
+
+int tu_files_equal(const char *a, const char *b) {
+    size_t la, lb;
+    uint8_t *x = tu_read_file(a, &la), *y = tu_read_file(b, &lb);
+    int eq = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return eq;
+}

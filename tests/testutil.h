@@ -1,0 +1,27 @@
+/* Helpers shared by tests: writing small checkpoints with the library writer. */
+#ifndef FEATHER_TESTUTIL_H
+#define FEATHER_TESTUTIL_H
+
+#include "feather/feather.h"
+
+typedef struct tspec {
+    const char *name;
+    feather_dtype dtype;
+    unsigned ndim;
+    uint64_t shape[5];
+} tspec;
+
+/* Writes a checkpoint of the given tensors filled with seeded N(0, 0.02)-like values (floats),
+ * or seeded bytes (other dtypes), in the given order. meta: NULL or "k1", "v1", …, NULL.
+ * Returns 0 on success. */
+int tu_write_model(const char *path, const tspec *t, size_t n, uint64_t seed, const char *const *meta);
+
+/* Deterministic pseudo-random helpers. */
+uint64_t tu_rand(uint64_t *state);
+double tu_normal(uint64_t *state);
+
+/* Whole file into memory (caller frees); NULL on error. */
+uint8_t *tu_read_file(const char *path, size_t *len);
+int tu_files_equal(const char *a, const char *b);
+
+#endif
