@@ -68,11 +68,13 @@ uint8_t *tu_read_file(const char *path, size_t *len) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
+    /* One byte more, a NUL, so text files can be used as C strings. */
+    uint8_t *b = malloc(n > 0 ? (size_t)n + 1 : 1);
     if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
         free(b);
         b = NULL;
     }
+    if (b) b[n > 0 ? n : 0] = 0;
     fclose(f);
     if (b && len) *len = (size_t)n;
     return b;
