@@ -7,8 +7,9 @@
  * Options: --no-hash-check (reader does not check recorded hashes), --no-hashes (writer
  * records none), --zstd-level N, --zstd-threads N (for an OUT ending in .zst).
  *
- * The time covers everything from feather_open to the end of feather_writer_commit, which
- * includes the final fsync, so it is comparable with `dd ... conv=fsync`. */
+ * The output lists the tensors in the input's order. The time covers everything from
+ * feather_open to the end of feather_writer_commit, which includes the final fsync, so it is
+ * comparable with `dd ... conv=fsync`. */
 #include "feather/feather.h"
 
 #include <stdio.h>
@@ -108,6 +109,9 @@ int main(int argc, char **argv) {
     if (feather_writer_begin(w, &err)) return fail(&err);
     uint64_t bytes = 0;
     size_t count = feather_writer_count(w);
+    /* The output keeps the input's order (no feather_writer_sort), so the input is read
+     * front to back: tensor k is paged in ahead while k-1 is written, and dropped from this
+     * process's mapping once written. */
     for (size_t k = 0; k < count; k++) {
         const feather_tensor *t = feather_find(r, feather_writer_name_at(w, k));
         const void *data;
@@ -116,10 +120,15 @@ int main(int argc, char **argv) {
             feather_writer_abort(w);
             return fail(&err);
         }
+        if (k + 1 < count) {
+            const feather_tensor *next = feather_find(r, feather_writer_name_at(w, k + 1));
+            if (next) feather_tensor_prefetch(r, next);
+        }
         if (feather_writer_write(w, data, t->nbytes, &err)) {
             feather_writer_abort(w);
             return fail(&err);
         }
+        feather_tensor_release(r, t);
         bytes += t->nbytes;
     }
     if (feather_writer_commit(w, &err)) return fail(&err);

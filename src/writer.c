@@ -253,9 +253,10 @@ feather_status feather_writer_metadata(feather_writer *w, const char *key, const
 
 feather_status feather_writer_metadata_reserve(feather_writer *w, const char *key, size_t len,
                                                feather_error *err) {
+    char q[128];
     if (!len || len > 4096)
         return feather_fail(err, FEATHER_E_ARG, "%s: reserved metadata '%s' must be 1 to 4096 bytes",
-                            w ? w->path : "?", key);
+                            w ? w->path : "?", feather_quote(key, q, sizeof q));
     char *zeros = malloc(len + 1);
     if (!zeros) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
     memset(zeros, '0', len);
@@ -279,10 +280,14 @@ feather_status feather_writer_metadata_fill(feather_writer *w, const char *key, 
         if (!m->reserve || len != m->reserve)
             return feather_fail(err, FEATHER_E_ARG, "%s: metadata '%s' was not reserved with %zu bytes",
                                 w->path, feather_quote(key, q, sizeof q), len);
-        for (size_t j = 0; j < len; j++)
-            if ((unsigned char)value[j] < 0x20 || value[j] == '"' || value[j] == '\\')
-                return feather_fail(err, FEATHER_E_ARG, "%s: reserved metadata '%s' must need no escaping",
-                                    w->path, feather_quote(key, q, sizeof q));
+        /* Written in place, so it must be its own JSON form: no escapes, valid UTF-8. */
+        int plain = feather_jw_utf8_ok(value, len);
+        for (size_t j = 0; j < len && plain; j++)
+            if ((unsigned char)value[j] < 0x20 || value[j] == '"' || value[j] == '\\') plain = 0;
+        if (!plain)
+            return feather_fail(err, FEATHER_E_ARG,
+                                "%s: reserved metadata '%s' must be valid UTF-8 needing no escaping",
+                                w->path, feather_quote(key, q, sizeof q));
         memcpy(w->header + m->pos, value, len);
         m->filled = 1;
         return FEATHER_OK;
@@ -630,9 +635,11 @@ static feather_status patch_header(feather_writer *w, feather_error *err) {
     feather_status st = FEATHER_OK;
     for (size_t i = 0; i < w->nm && !st; i++) {
         if (!w->m[i].reserve) continue;
-        if (!w->m[i].filled)
-            return feather_fail(err, FEATHER_E_ARG, "%s: reserved metadata '%s' was never filled", w->path,
-                                w->m[i].key);
+        if (!w->m[i].filled) {
+            char q[128];
+            return feather_fail(err, FEATHER_E_ARG, "%s: reserved metadata '%s' was never filled",
+                                w->path, feather_quote(w->m[i].key, q, sizeof q));
+        }
         st = patch_range(w, w->m[i].pos, w->m[i].pos + w->m[i].reserve, err);
     }
     if (st || !w->hashes || !w->nt) return st;

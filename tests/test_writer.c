@@ -1028,6 +1028,7 @@ TEST(writer_declaration_order_and_reserved_metadata) {
     CHECK(feather_writer_metadata_fill(w, "late", "short", &err) == FEATHER_E_ARG);
     CHECK(feather_writer_metadata_fill(w, "early", "x", &err) == FEATHER_E_ARG);
     CHECK(feather_writer_metadata_fill(w, "late", "0123456789abcde\"", &err) == FEATHER_E_ARG);
+    CHECK(feather_writer_metadata_fill(w, "late", "0123456789abcd\xff\xfe", &err) == FEATHER_E_ARG);
     const uint8_t data[12] = {1, 2, 3, 4, 0, 0, 128, 63, 0, 0, 0, 64};
     REQUIRE(feather_writer_write(w, data, sizeof data, &err) == FEATHER_OK);
     REQUIRE(feather_writer_metadata_fill(w, "late", "fedcba9876543210", &err) == FEATHER_OK);
@@ -1048,4 +1049,89 @@ TEST(writer_declaration_order_and_reserved_metadata) {
     CHECK(feather_writer_commit(w, &err) == FEATHER_E_ARG);
     CHECK_STR_CONTAINS(err.message, "never filled");
     CHECK(access(p2, F_OK) != 0);
+}
+
+/* ---- round trip through the library's reader ---- */
+
+static void roundtrip_case(const char *path, const feather_write_options *o) {
+    feather_error err = {0};
+    REQUIRE(write_model(path, o, model, NMODEL, model_meta, 777, &err) == FEATHER_OK);
+    feather_reader *r;
+    REQUIRE(feather_open(&r, path, 0, &err) == FEATHER_OK);
+    CHECK_EQ_U(feather_count(r), NMODEL);
+    for (size_t i = 0; i < NMODEL; i++) {
+        const feather_tensor *t = feather_find(r, model[i].name);
+        CHECK(t != NULL);
+        if (!t) continue;
+        CHECK(t->dtype == model[i].dtype);
+        CHECK_EQ_U(t->ndim, model[i].ndim);
+        for (unsigned d = 0; d < t->ndim && d < model[i].ndim; d++)
+            CHECK_EQ_U(t->shape[d], model[i].shape[d]);
+        const void *data;
+        CHECK(feather_tensor_data(r, t, &data, &err) == FEATHER_OK); /* checks the hash */
+        uint64_t h;
+        CHECK(feather_recorded_hash(r, t, &h));
+        CHECK_EQ_U(h, XXH3_64bits(data, t->nbytes));
+        for (uint64_t k = 0; k < t->nbytes; k++)
+            if (((const unsigned char *)data)[k] != tensor_byte(t->name, k)) {
+                test_fail(__FILE__, __LINE__, "%s byte %llu", t->name, (unsigned long long)k);
+                break;
+            }
+    }
+    for (size_t i = 0; model_meta[i]; i += 2) {
+        const char *v = feather_metadata_get(r, 0, model_meta[i]);
+        CHECK(v && !strcmp(v, model_meta[i + 1]));
+    }
+    CHECK(feather_metadata_get(r, 0, FEATHER_HASH_KEY) != NULL);
+    feather_close(r);
+}
+
+TEST(writer_roundtrip_through_reader) {
+    roundtrip_case(test_path("rt.safetensors"), NULL);
+    feather_write_options z = {.zstd_level = 3};
+    roundtrip_case(test_path("rt.safetensors.zst"), &z);
+}
+
+TEST(writer_roundtrip_escaped_names_through_reader) {
+    const char *names[] = {"quote\"d", "back\\slash", "ctl\x01\x1f", "nl\n\t",
+                           "caf\xc3\xa9", "emoji\xf0\x9f\x98\x80"};
+    enum { NN = sizeof names / sizeof names[0] };
+    tspec ts[NN];
+    for (int i = 0; i < NN; i++) ts[i] = (tspec){names[i], FEATHER_BF16, 1, {(uint64_t)i + 2}};
+    const char *path = test_path("rt-esc.safetensors");
+    feather_error err = {0};
+    REQUIRE(write_model(path, NULL, ts, NN, NULL, 3, &err) == FEATHER_OK);
+    feather_reader *r;
+    REQUIRE(feather_open(&r, path, 0, &err) == FEATHER_OK);
+    for (int i = 0; i < NN; i++) {
+        const feather_tensor *t = feather_find(r, names[i]);
+        const void *data;
+        CHECK(t && feather_tensor_data(r, t, &data, &err) == FEATHER_OK);
+    }
+    feather_close(r);
+}
+
+TEST(writer_hashes_catch_corruption_through_reader) {
+    const char *path = test_path("rt-bad.safetensors");
+    feather_error err = {0};
+    REQUIRE(write_model(path, NULL, model, NMODEL, NULL, 4096, &err) == FEATHER_OK);
+    /* Flip the last data byte: it belongs to the last tensor in layout order. */
+    int fd = open(path, O_RDWR);
+    REQUIRE(fd >= 0);
+    off_t end = lseek(fd, 0, SEEK_END);
+    unsigned char c;
+    CHECK(pread(fd, &c, 1, end - 1) == 1);
+    c ^= 1;
+    CHECK(pwrite(fd, &c, 1, end - 1) == 1);
+    close(fd);
+    feather_reader *r;
+    REQUIRE(feather_open(&r, path, 0, &err) == FEATHER_OK);
+    size_t bad = 0;
+    for (size_t i = 0; i < feather_count(r); i++) {
+        const void *data;
+        if (feather_tensor_data(r, feather_tensor_at(r, i), &data, &err) == FEATHER_E_MISMATCH)
+            bad++;
+    }
+    CHECK_EQ_U(bad, 1);
+    feather_close(r);
 }
