@@ -16,7 +16,7 @@ bin=${FEATHER_BIN:-build}
 mkdir -p "$dir"
 in="$dir/model.safetensors"
 # hidden 3072 (Flux): one double block and one single block are ~ 1.14 GB of bf16.
-blocks=$(( (gb * 1000 + 1139) / 1140 ))
+blocks=$(( (gb * 1000 + 961) / 962 ))  # ~962 MB per block: 8 GB asks for 9 blocks (8.84 GB)
 if [ ! -f "$in" ]; then
     "$bin/feather-sample" --family flux --dtype bf16 --hidden 3072 --blocks "$blocks" -o "$in"
 fi
