@@ -6,10 +6,11 @@
  * T tensors of N × K random normal weights (default 4 × 3072 × 12288, 288 MiB of fp16, more
  * than the last-level cache) are cast in rotation, so every pass reads from DRAM. For every
  * source dtype, fp8 format, scale (none = plain cast, tensor = one scale ≠ 1), SIMD level,
- * output layout and thread count it prints GB/s of 16-bit input, best of R rounds of T tensors,
- * twice: by the wall clock, and by the process's CPU time (the per-core rate; on a shared
- * machine the wall clock also counts time spent waiting for a core). A memcpy of N·K bytes per
- * tensor is the bandwidth reference. */
+ * output layout and thread count it prints GB/s of 16-bit input over R rounds of T tensors: the
+ * best round by the wall clock, and the best and median round by the process's CPU time (the
+ * per-core rate; on a shared machine the wall clock also counts time spent waiting for a core).
+ * The SIMD levels take turns within each round, so comparisons between them are paired. A
+ * memcpy of N·K bytes per tensor is the bandwidth reference. */
 #include "feather/feather.h"
 
 #include <math.h>
@@ -29,6 +30,12 @@ static double cpu_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+#define MAX_REPS 64
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 static uint64_t rs = 12345;
@@ -66,8 +73,8 @@ int main(int argc, char **argv) {
             return 64;
         }
     }
-    if (k % 16 || tensors < 1 || reps < 1 || n == 0) {
-        fprintf(stderr, "quant_bench: K must be a multiple of 16, counts positive\n");
+    if (k % 16 || tensors < 1 || reps < 1 || reps > MAX_REPS || n == 0) {
+        fprintf(stderr, "quant_bench: K must be a multiple of 16, counts positive, at most %d rounds\n", MAX_REPS);
         return 64;
     }
     size_t nk = (size_t)(n * k);
@@ -107,8 +114,9 @@ int main(int argc, char **argv) {
 
     const feather_dtype dts[2] = {FEATHER_F16, FEATHER_BF16};
     const char *sep = "------------------------------------------------------------------------------";
-    printf("%s\n%-5s %-6s %-7s %-7s %-6s %3s %9s %9s\n%s\n", sep, "src", "fp8", "scale", "simd", "layout",
-           "thr", "GB/s wall", "GB/s cpu", sep);
+    printf("%s\n%-5s %-6s %-7s %-7s %-6s %3s %9s %9s %9s\n%-42s %9s %9s %9s\n%s\n", sep, "src", "fp8",
+           "scale", "simd", "layout", "thr", "GB/s wall", "GB/s cpu", "GB/s cpu", "", "best", "best",
+           "median", sep);
     for (int d = 0; d < 2; d++) {
         for (size_t i = 0; i < nk; i++) {
             uint16_t h = dts[d] == FEATHER_F16 ? feather_f32_to_f16(master[i]) : feather_f32_to_bf16(master[i]);
@@ -124,12 +132,14 @@ int main(int argc, char **argv) {
                 for (int ti = 0; ti < nthr; ti++) {
                     feather_ctx *ctx = feather_ctx_new(thr[ti]);
                     if (!ctx) return 2;
-                    for (int lv = 0; lv <= (int)feather_simd_detect(); lv++) {
-                        if (!want_lv[lv] || (quick && lv == 0 && thr[ti] > 1)) continue;
-                        feather_ctx_set_simd(ctx, (feather_simd)lv);
-                        for (int packed = 0; packed < 2; packed++) {
-                            double best = 1e30, best_cpu = 1e30;
-                            for (int r = 0; r < reps; r++) {
+                    for (int packed = 0; packed < 2; packed++) {
+                        /* the levels take turns round by round, so a busy spell on the shared
+                         * machine hits them alike */
+                        double wall[3][MAX_REPS], cpu[3][MAX_REPS];
+                        for (int r = 0; r < reps; r++) {
+                            for (int lv = 0; lv <= (int)feather_simd_detect(); lv++) {
+                                if (!want_lv[lv] || (quick && lv == 0 && thr[ti] > 1)) continue;
+                                feather_ctx_set_simd(ctx, (feather_simd)lv);
                                 double t0 = now(), c0 = cpu_now();
                                 for (int t = 0; t < tensors; t++) {
                                     feather_error err;
@@ -139,17 +149,22 @@ int main(int argc, char **argv) {
                                         return 2;
                                     }
                                 }
-                                double dt = now() - t0, dc = cpu_now() - c0;
-                                if (dt < best) best = dt;
-                                if (dc < best_cpu) best_cpu = dc;
+                                wall[lv][r] = now() - t0;
+                                cpu[lv][r] = cpu_now() - c0;
                             }
+                        }
+                        for (int lv = 0; lv <= (int)feather_simd_detect(); lv++) {
+                            if (!want_lv[lv] || (quick && lv == 0 && thr[ti] > 1)) continue;
                             double bytes = tensors * (double)nk * 2;
-                            printf("%-5s %-6s %-7s %-7s %-6s %3d %9.2f %9.2f\n", feather_dtype_name(dts[d]),
+                            qsort(wall[lv], (size_t)reps, sizeof(double), cmp_double);
+                            qsort(cpu[lv], (size_t)reps, sizeof(double), cmp_double);
+                            printf("%-5s %-6s %-7s %-7s %-6s %3d %9.2f %9.2f %9.2f\n", feather_dtype_name(dts[d]),
                                    feather_fp8_name(o.format), sc ? "tensor" : "none",
                                    feather_simd_name((feather_simd)lv), packed ? "packed" : "plain",
-                                   thr[ti], bytes / best / 1e9, bytes / best_cpu / 1e9);
-                            fflush(stdout);
+                                   thr[ti], bytes / wall[lv][0] / 1e9, bytes / cpu[lv][0] / 1e9,
+                                   bytes / cpu[lv][reps / 2] / 1e9);
                         }
+                        fflush(stdout);
                     }
                     feather_ctx_free(ctx);
                 }

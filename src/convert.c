@@ -82,7 +82,8 @@ feather_status feather_default_output(const char *input, const char *dir, feathe
     }
     stem_of(in, stem, sizeof stem, &index);
     dir_of(in, in_dir, sizeof in_dir);
-    int n = snprintf(buf, len, "%s/%s-%s.safetensors%s", dir ? dir : in_dir, stem, tag,
+    const char *d = dir ? dir : strchr(in, '/') ? in_dir : NULL; /* "model" stays "model-…" */
+    int n = snprintf(buf, len, "%s%s%s-%s.safetensors%s", d ? d : "", d ? "/" : "", stem, tag,
                      index ? ".index.json" : zstd ? ".zst" : "");
     if (n < 0 || (size_t)n >= len) return feather_fail(err, FEATHER_E_ARG, "%s: output path too long", input);
     return FEATHER_OK;
@@ -385,8 +386,11 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
             return st;
         c->ss[slot] = c->scales;
-        st = feather_quantize(c->ctx, &qo, t->dtype, data, e->n, e->k, packed, c->q, c->scales, &stats, err);
+        memset(&stats, 0, sizeof stats);
+        st = feather_quantize(c->ctx, &qo, t->dtype, data, e->n, e->k, packed, c->q, c->scales,
+                              c->o->no_snr ? NULL : &stats, err);
         if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
+        if (c->o->no_snr) return FEATHER_OK;
         if (stats.nonfinite)
             warn(c->res, "%s: %llu NaN/Inf values mapped (NaN to 0, Inf to ±max)", t->name,
                  (unsigned long long)stats.nonfinite);
@@ -416,9 +420,11 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
     if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
         return st;
     c->ss[slot] = c->scales;
-    st = feather_quantize(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->q, c->scales, &stats, err);
+    memset(&stats, 0, sizeof stats);
+    st = feather_quantize(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->q, c->scales,
+                          c->o->no_snr ? NULL : &stats, err);
     if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
-    note_snr(c, t, &stats);
+    if (!c->o->no_snr) note_snr(c, t, &stats);
     return FEATHER_OK;
 }
 
@@ -785,6 +791,7 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     if (st) /* a sharded model is whole or absent: remove the shards this run renamed */
         for (unsigned s = 0; s < committed; s++) unlink(paths[s]);
     if (!st) res->snr_mean_db = c.snr_count ? c.snr_sum / (double)c.snr_count : NAN;
+    if (o->no_snr) res->snr_mean_db = res->snr_worst_db = NAN;
 out_w:
     for (unsigned s = 0; w && s < ns; s++) if (w[s]) feather_writer_abort(w[s]);
     for (unsigned s = 0; paths && s < ns; s++) free(paths[s]);

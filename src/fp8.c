@@ -148,7 +148,10 @@ static inline uint8_t fp8_of_bits(uint32_t u, int e4m3) {
     uint32_t maxc = e4m3 ? 0x7e : 0x7b;
     cn = cn < maxc ? cn : maxc;
     uint32_t cs = f2u(u2f(a) + magic) - f2u(magic);
-    uint32_t c = a < (e4m3 ? 0x3c800000u : 0x38800000u) ? cs : cn;
+    /* selects by masks: as branches they would be mispredicted on real weights, which sit on
+     * both sides of the subnormal boundary */
+    uint32_t sub = 0u - (uint32_t)(a < (e4m3 ? 0x3c800000u : 0x38800000u));
+    uint32_t c = (cs & sub) | (cn & ~sub);
     c |= (u >> 24) & 0x80;
     return (uint8_t)(a > 0x7f800000u ? 0 : c);
 }

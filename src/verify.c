@@ -135,6 +135,21 @@ typedef struct measure {
     double *blk;
 } measure;
 
+/* One row of the original weight as f32 (exact for every source dtype). */
+static void row_f32(feather_dtype dt, const void *w, uint64_t off, uint64_t k, float *row) {
+    if (dt == FEATHER_F32) {
+        memcpy(row, (const float *)w + off, k * sizeof(float));
+    } else if (dt == FEATHER_BF16) {
+        const uint16_t *p = (const uint16_t *)w + off;
+        for (uint64_t i = 0; i < k; i++) {
+            uint32_t u = (uint32_t)p[i] << 16;
+            memcpy(&row[i], &u, 4);
+        }
+    } else {
+        for (uint64_t i = 0; i < k; i++) row[i] = load_f32(dt, w, off + i);
+    }
+}
+
 static void measure_rows(void *arg, size_t b0, size_t b1, int worker) {
     (void)worker;
     measure *ms = arg;
@@ -145,25 +160,46 @@ static void measure_rows(void *arg, size_t b0, size_t b1, int worker) {
         uint64_t r0 = b * ROW_BLOCK, r1 = r0 + ROW_BLOCK < ms->n ? r0 + ROW_BLOCK : ms->n;
         for (uint64_t nn = r0; nn < r1; nn++) {
             const float *d = ms->deq + nn * ms->k;
-            for (uint64_t kk = 0; kk < ms->k; kk++) {
-                float w = load_f32(ms->wdt, ms->w, nn * ms->k + kk);
-                row[kk] = w;
-                double e = (double)w - d[kk];
-                s_ww += (double)w * w;
-                s_ee += e * e;
-                s_wd += (double)w * d[kk];
-                s_dd += (double)d[kk] * d[kk];
-                if (fabs(e) > mx) mx = fabs(e);
+            row_f32(ms->wdt, ms->w, nn * ms->k, ms->k, row);
+            /* Per-row sums in eight f32 lanes (products of floats are exact in double, but a
+             * row's worth of f32 accumulation is well within the figures' precision), then
+             * added to the block's double totals. */
+            float ww[8] = {0}, ee[8] = {0}, wd[8] = {0}, dd[8] = {0}, m8[8] = {0};
+            uint64_t kk = 0;
+            for (; kk + 8 <= ms->k; kk += 8)
+                for (int j = 0; j < 8; j++) {
+                    float w = row[kk + j], q = d[kk + j], e = w - q;
+                    ww[j] += w * w;
+                    ee[j] += e * e;
+                    wd[j] += w * q;
+                    dd[j] += q * q;
+                    float ae = e < 0 ? -e : e;
+                    m8[j] = ae > m8[j] ? ae : m8[j];
+                }
+            for (; kk < ms->k; kk++) {
+                float w = row[kk], q = d[kk], e = w - q, ae = e < 0 ? -e : e;
+                ww[0] += w * w;
+                ee[0] += e * e;
+                wd[0] += w * q;
+                dd[0] += q * q;
+                m8[0] = ae > m8[0] ? ae : m8[0];
+            }
+            for (int j = 0; j < 8; j++) {
+                s_ww += ww[j];
+                s_ee += ee[j];
+                s_wd += wd[j];
+                s_dd += dd[j];
+                if (m8[j] > mx) mx = m8[j];
             }
             /* fp32 product of the original weight row with every activation row; eight
              * partial sums keep the dependency chains short. */
             for (uint64_t mm = 0; mm < ms->m; mm++) {
                 const float *a = ms->a + mm * ms->k;
                 float acc[8] = {0};
-                uint64_t kk = 0;
-                for (; kk + 8 <= ms->k; kk += 8)
-                    for (int j = 0; j < 8; j++) acc[j] += a[kk + j] * row[kk + j];
-                for (; kk < ms->k; kk++) acc[0] += a[kk] * row[kk];
+                uint64_t k2 = 0;
+                for (; k2 + 8 <= ms->k; k2 += 8)
+                    for (int j = 0; j < 8; j++) acc[j] += a[k2 + j] * row[k2 + j];
+                for (; k2 < ms->k; k2++) acc[0] += a[k2] * row[k2];
                 ms->yref[mm * ms->n + nn] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
             }
         }

@@ -335,7 +335,7 @@ TEST(convert_cli_interrupt_leaves_nothing) {
         if (pid == 0) {
             char b[1024];
             snprintf(b, sizeof b, "%s", bin("feather-convert"));
-            freopen("/dev/null", "w", stderr);
+            if (!freopen("/dev/null", "w", stderr)) _exit(126);
             execl(b, b, "-q", "-j", "1", "--scale", "block:128", "-o", out, in, (char *)NULL);
             _exit(127);
         }
@@ -428,4 +428,27 @@ TEST(convert_sharded_and_zst_inputs_and_outputs) {
     CHECK(feather_count(b) > 100);
     feather_close(b);
     feather_ctx_free(ctx);
+}
+
+/* On a terminal one line is rewritten in place (bytes, MB/s, ETA, tensor); elsewhere nothing
+ * but the summary is printed, and -q prints nothing at all. */
+TEST(convert_cli_progress_only_on_a_terminal) {
+    char in[1024];
+    snprintf(in, sizeof in, "%s", test_path("m.safetensors"));
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 1, NULL) == 0);
+    if (test_run("command -v script") != 0) {
+        test_skip("*** progress line NOT CHECKED: script(1) from bsdutils is missing ***");
+        return;
+    }
+    CHECK_EQ_U(test_run("cd %s && script -q -e -c '%s/feather-convert --force m.safetensors' /dev/null",
+                        test_tmpdir(), test_bindir()), 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "\r\033[K");
+    CHECK_STR_CONTAINS(test_cmd_output(), "MB/s  ETA ");
+    CHECK_STR_CONTAINS(test_cmd_output(), "-> m-fp8e5m2.safetensors: 3 tensors converted, 3 kept");
+    CHECK_EQ_U(test_run("cd %s && %s/feather-convert --force m.safetensors", test_tmpdir(), test_bindir()), 0);
+    CHECK(!strchr(test_cmd_output(), '\r') && !strstr(test_cmd_output(), "ETA"));
+    CHECK_STR_CONTAINS(test_cmd_output(), "weight SNR mean");
+    CHECK_EQ_U(test_run("cd %s && script -q -e -c '%s/feather-convert -q --force m.safetensors' /dev/null",
+                        test_tmpdir(), test_bindir()), 0);
+    CHECK(test_cmd_output()[0] == 0);
 }

@@ -381,7 +381,8 @@ TEST(pack_tile_kernels_match_row_kernels) {
 /* A tensor large enough for streaming stores (and a misaligned output that must avoid them):
  * same bytes as the small-tensor path. */
 TEST(pack_quantize_large_streaming) {
-    const uint64_t n = 1024, k = 8192;
+    const uint64_t n = 260, k = 4096; /* past FEATHER_STREAM_MIN */
+    REQUIRE(n * k >= FEATHER_STREAM_MIN);
     uint16_t *w = malloc(n * k * 2);
     REQUIRE(w);
     for (uint64_t i = 0; i < n * k; i++) { /* cheap varied fp16 values around ±[2^-9, 2^7) */
@@ -429,7 +430,7 @@ TEST(pack_quantize_large_streaming) {
 /* Layouts big enough for streaming stores, every 16-byte phase of either buffer, K not a
  * multiple of 64 and N not a multiple of 4, and the memcpy path (FEATHER_SIMD=scalar). */
 TEST(pack_large_layouts_every_alignment) {
-    const uint64_t shapes[3][2] = {{1024, 8192}, {1022, 8208}, {515, 16400}};
+    const uint64_t shapes[3][2] = {{260, 4096}, {258, 4112}, {131, 8208}};
     for (int sh = 0; sh < 3; sh++) {
         uint64_t n = shapes[sh][0], k = shapes[sh][1];
         uint8_t *plain = malloc(n * k), *pbuf = alloc64(n * k + 128), *ubuf = alloc64(n * k + 128);

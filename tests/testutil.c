@@ -68,7 +68,7 @@ uint8_t *tu_read_file(const char *path, size_t *len) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    /* One byte more, a NUL, so text files can be used as C strings. */
+    /* one byte more, zero: callers parse text files (JSON) as C strings */
     uint8_t *b = malloc(n > 0 ? (size_t)n + 1 : 1);
     if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
         free(b);

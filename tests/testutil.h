@@ -20,7 +20,7 @@ int tu_write_model(const char *path, const tspec *t, size_t n, uint64_t seed, co
 uint64_t tu_rand(uint64_t *state);
 double tu_normal(uint64_t *state);
 
-/* Whole file into memory, with a NUL after it (caller frees); NULL on error. */
+/* Whole file into memory, followed by a zero byte (caller frees); NULL on error. */
 uint8_t *tu_read_file(const char *path, size_t *len);
 int tu_files_equal(const char *a, const char *b);
 

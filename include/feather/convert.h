@@ -72,6 +72,8 @@ typedef struct feather_convert_options {
     int zstd_threads;
     int overwrite;                 /* replace an existing output */
     const char *command_line;      /* recorded in metadata (feather.command) */
+    int no_snr;                    /* skip the weight-error sums (about half the cast's time);
+                                      the result's SNR fields are then NaN */
     /* Called from the converting thread after each tensor and every few MB. */
     void (*progress)(void *arg, uint64_t done, uint64_t total, const char *tensor);
     void *progress_arg;

@@ -273,6 +273,8 @@ int main(int argc, char **argv) {
         USAGE("-o names one file, but %zu inputs were given: use -o DIR/", ninputs);
 
     cli_install_signals();
+    /* Nobody reads the SNR with -q and no --json: skip its sums. */
+    o.no_snr = quiet && !json;
     cmd = command_line(argc, argv);
     o.command_line = cmd;
     ctx = feather_ctx_new((int)threads);
