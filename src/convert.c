@@ -334,15 +334,6 @@ static void note_snr(conv *c, const feather_tensor *t, const feather_quant_stats
     }
 }
 
-static float scale_value(const feather_tensor *t, const void *data, uint64_t i) {
-    switch (t->dtype) {
-    case FEATHER_F32: { float f; memcpy(&f, (const uint8_t *)data + 4 * i, 4); return f; }
-    case FEATHER_F16: { uint16_t h; memcpy(&h, (const uint8_t *)data + 2 * i, 2); return feather_f16_to_f32(h); }
-    case FEATHER_BF16: { uint16_t h; memcpy(&h, (const uint8_t *)data + 2 * i, 2); return feather_bf16_to_f32(h); }
-    default: return NAN;
-    }
-}
-
 static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t count, size_t *cap) {
     feather_error *err = c->err;
     feather_status st = grow((void **)&c->scales, cap, count * sizeof(float), err);
@@ -358,7 +349,7 @@ static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t
                             feather_reader_path(c->r), e->scale->name, (unsigned long long)e->scale->nelem,
                             e->tensor->name, (unsigned long long)e->n, (unsigned long long)e->k);
     for (uint64_t i = 0; i < count; i++) {
-        c->scales[i] = scale_value(e->scale, sd, i);
+        c->scales[i] = feather_load_f32(e->scale->dtype, sd, i);
         if (!isfinite(c->scales[i]) || !(c->scales[i] > 0))
             return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and > 0)",
                                 feather_reader_path(c->r), e->scale->name, (unsigned long long)i, c->scales[i]);

@@ -106,6 +106,17 @@ float feather_fp8_to_f32(uint8_t q, feather_fp8 f) {
 }
 
 /* Loads go through memcpy: tensors read from a file may sit at any address. */
+float feather_load_f32(feather_dtype dt, const void *p, uint64_t i) {
+    uint16_t h;
+    float f;
+    switch (dt) {
+    case FEATHER_F32: memcpy(&f, (const uint8_t *)p + 4 * i, 4); return f;
+    case FEATHER_F16: memcpy(&h, (const uint8_t *)p + 2 * i, 2); return feather_f16_to_f32(h);
+    case FEATHER_BF16: memcpy(&h, (const uint8_t *)p + 2 * i, 2); return feather_bf16_to_f32(h);
+    default: return NAN;
+    }
+}
+
 uint64_t feather_count_nonfinite(feather_dtype dtype, const void *src, size_t n) {
     uint64_t c = 0;
     if (dtype == FEATHER_F16) {

@@ -44,6 +44,10 @@ static inline uint64_t feather_rd64le(const uint8_t *p) {
 static inline void feather_wr64le(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
+/* Element i of an F16, BF16 or F32 array as f32 (exact); NaN for other dtypes. Unaligned
+ * arrays are fine. */
+float feather_load_f32(feather_dtype dt, const void *p, uint64_t i);
+
 /* Overflow-checked multiply: returns 0 on overflow. */
 static inline int feather_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_mul_overflow(a, b, out);

@@ -56,15 +56,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static float load_f32(feather_dtype dt, const void *p, uint64_t i) {
-    switch (dt) {
-    case FEATHER_F16: return feather_f16_to_f32(((const uint16_t *)p)[i]);
-    case FEATHER_BF16: return feather_bf16_to_f32(((const uint16_t *)p)[i]);
-    case FEATHER_F32: { float f; memcpy(&f, (const uint8_t *)p + 4 * i, 4); return f; }
-    default: return NAN;
-    }
-}
-
 /* ---------------------------------------------------------------- the file's description */
 
 typedef struct layout_info {
@@ -146,7 +137,7 @@ static void row_f32(feather_dtype dt, const void *w, uint64_t off, uint64_t k, f
             memcpy(&row[i], &u, 4);
         }
     } else {
-        for (uint64_t i = 0; i < k; i++) row[i] = load_f32(dt, w, off + i);
+        for (uint64_t i = 0; i < k; i++) row[i] = feather_load_f32(dt, w, off + i);
     }
 }
 
@@ -247,7 +238,7 @@ static feather_status activations(feather_reader *act, const char *wname, const 
     for (uint64_t i = 0; i < rows * k; i++) {
         float v;
         if (src) {
-            v = load_f32(t->dtype, src, i);
+            v = feather_load_f32(t->dtype, src, i);
         } else {
             /* Box–Muller on a splitmix64 stream: seeded, identical on every machine. */
             uint64_t z1 = (s += 0x9e3779b97f4a7c15ull), z2 = (s += 0x9e3779b97f4a7c15ull);
