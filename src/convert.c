@@ -32,11 +32,6 @@ void feather_convert_defaults(feather_convert_options *o) {
 
 /* ---------------------------------------------------------------- output names */
 
-static int has_suffix(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
 static int is_dir(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
@@ -50,7 +45,7 @@ static void stem_of(const char *path, char *stem, size_t len, int *index) {
     *index = 0;
     static const char *const sufs[] = {".safetensors.index.json", ".safetensors.zst", ".safetensors", ".zst"};
     for (size_t i = 0; i < sizeof sufs / sizeof sufs[0]; i++)
-        if (has_suffix(stem, sufs[i])) {
+        if (feather_ends_with(stem, sufs[i])) {
             stem[strlen(stem) - strlen(sufs[i])] = 0;
             *index = i == 0;
             break;
@@ -578,32 +573,12 @@ static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) 
     return st;
 }
 
-/* XXH3 of a shard's bytes in file order (header, then tensors by offset). */
-static feather_status shard_hash(feather_reader *r, unsigned shard, uint64_t *out, feather_error *err) {
-    XXH3_state_t *h = XXH3_createState();
-    if (!h) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-    XXH3_64bits_reset(h);
-    XXH3_64bits_update(h, feather_shard_header_bytes(r, shard), 8 + feather_shard_header_len(r, shard));
-    feather_status st = FEATHER_OK;
-    for (size_t i = 0; i < feather_count(r) && !st; i++) {
-        const feather_tensor *t = feather_tensor_at(r, i);
-        if (t->shard != shard) continue;
-        const void *d;
-        if (feather_cancelled()) st = feather_fail(err, FEATHER_E_CANCELLED, "interrupted");
-        else if (!(st = feather_tensor_data(r, t, &d, err))) XXH3_64bits_update(h, d, t->nbytes);
-        feather_tensor_release(r, t);
-    }
-    *out = XXH3_64bits_digest(h);
-    XXH3_freeState(h);
-    return st;
-}
-
 /* ---------------------------------------------------------------- outputs */
 
 /* Output path of each input shard: the named output for a single file; for sharded models the
  * shards sit beside the output index, named after the input shards. */
 static feather_status shard_output(conv *c, const char *output, unsigned shard, char *buf, size_t len) {
-    if (feather_shard_count(c->r) == 1 && !has_suffix(output, ".index.json")) {
+    if (feather_shard_count(c->r) == 1 && !feather_ends_with(output, ".index.json")) {
         snprintf(buf, len, "%s", output);
         return FEATHER_OK;
     }
@@ -635,7 +610,7 @@ static feather_status up_to_date(conv *c, const char *output, int *yes) {
     for (unsigned s = 0; s < ns; s++) {
         uint64_t hsh = 0;
         char hex[17];
-        if ((st = shard_hash(c->r, s, &hsh, c->err))) goto done;
+        if ((st = feather_shard_xxh3(c->r, s, &hsh, c->err))) goto done;
         if (strcmp(feather_metadata_get(o, s, "feather.source_xxh3"), hex64(hsh, hex))) goto done;
     }
     *yes = 1;
@@ -725,7 +700,7 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     res->bytes_in = feather_plan_bytes_in(c.plan);
     res->bytes_out = feather_plan_bytes_out(c.plan);
 
-    int sharded = feather_shard_count(c.r) > 1 || has_suffix(output, ".index.json");
+    int sharded = feather_shard_count(c.r) > 1 || feather_ends_with(output, ".index.json");
     struct stat sb, si;
     if (stat(output, &sb) == 0)
         for (unsigned s = 0; s <= feather_shard_count(c.r); s++) {

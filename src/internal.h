@@ -3,9 +3,11 @@
 #define FEATHER_INTERNAL_H
 
 #include "feather/feather.h"
+#include "feather/safetensors.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define FEATHER_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -47,6 +49,15 @@ static inline void feather_wr64le(uint8_t *p, uint64_t v) {
 /* Element i of an F16, BF16 or F32 array as f32 (exact); NaN for other dtypes. Unaligned
  * arrays are fine. */
 float feather_load_f32(feather_dtype dt, const void *p, uint64_t i);
+
+static inline int feather_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* XXH3-64 of one shard's bytes in file order (length, header, then tensors by offset), i.e. of
+ * the file itself: what feather.source_xxh3 records. Drops each tensor's pages once hashed. */
+feather_status feather_shard_xxh3(feather_reader *r, unsigned shard, uint64_t *out, feather_error *err);
 
 /* Overflow-checked multiply: returns 0 on overflow. */
 static inline int feather_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {

@@ -35,11 +35,6 @@ struct feather_reader {
     _Atomic unsigned char *verified; /* per tensor: its recorded hash matched */
 };
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 static feather_status pread_full(int fd, void *buf, size_t len, uint64_t off, const char *name,
                                  feather_error *err) {
     size_t got = 0;
@@ -116,7 +111,7 @@ static feather_status open_zst(shard *s, const char *path, unsigned flags, feath
 
 static feather_status open_shard(shard *s, const char *path, unsigned flags, feather_error *err) {
     if (!(s->path = strdup(path))) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-    if (ends_with(path, ".zst")) return open_zst(s, path, flags, err);
+    if (feather_ends_with(path, ".zst")) return open_zst(s, path, flags, err);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return feather_fail(err, FEATHER_E_IO, "%s: %s", path, strerror(errno));
     feather_status st = open_fd(s, fd, path, flags, err);

@@ -114,16 +114,11 @@ static const feather_preset *detect(feather_reader *r, feather_error *err, feath
     return NULL;
 }
 
-static int ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
 /* The scale tensor that goes with an fp8 weight "X.weight": X.weight_scale, or the legacy
  * X.scale_weight. */
 static const feather_tensor *find_scale(feather_reader *r, const char *wname) {
     size_t len = strlen(wname);
-    if (len < 7 || !ends_with(wname, ".weight")) return NULL;
+    if (len < 7 || !feather_ends_with(wname, ".weight")) return NULL;
     char buf[4096];
     if (len + 8 > sizeof buf) return NULL;
     snprintf(buf, sizeof buf, "%s_scale", wname);
@@ -185,7 +180,7 @@ static void decide(feather_reader *r, feather_plan_entry *e, const feather_conve
     const char *dt = feather_dtype_name(t->dtype);
     int fp8 = t->dtype == FEATHER_F8_E5M2 || t->dtype == FEATHER_F8_E4M3;
 
-    if (!ends_with(t->name, ".weight")) {
+    if (!feather_ends_with(t->name, ".weight")) {
         set(e, FEATHER_KEEP, "not a weight (%s %s)", dt, shp);
         return;
     }
@@ -315,10 +310,10 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     for (size_t i = 0; i < p->n; i++) {
         feather_plan_entry *e = &p->e[i];
         if (e->action != FEATHER_KEEP) continue;
-        if (ends_with(e->tensor->name, ".comfy_quant")) {
+        if (feather_ends_with(e->tensor->name, ".comfy_quant")) {
             set(e, FEATHER_DROP, "ComfyUI layer metadata, regenerated for the output");
             e->bytes_out = 0;
-        } else if (ends_with(e->tensor->name, "scaled_fp8") && e->tensor->ndim <= 1) {
+        } else if (feather_ends_with(e->tensor->name, "scaled_fp8") && e->tensor->ndim <= 1) {
             set(e, FEATHER_DROP, "legacy scaled_fp8 marker, replaced by per-layer metadata");
             e->bytes_out = 0;
         }

@@ -17,12 +17,7 @@
 
 #define INDEX_SUFFIX ".safetensors.index.json"
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
-int st_is_index_path(const char *path) { return ends_with(path, ".index.json"); }
+int st_is_index_path(const char *path) { return feather_ends_with(path, ".index.json"); }
 
 static char *join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
@@ -86,8 +81,8 @@ static feather_status scan_dir(const char *dir, names *index, names *models, fea
     feather_status st = FEATHER_OK;
     struct dirent *e;
     while (!st && (e = readdir(d))) {
-        int is_index = ends_with(e->d_name, INDEX_SUFFIX);
-        int is_model = ends_with(e->d_name, ".safetensors") || ends_with(e->d_name, ".safetensors.zst");
+        int is_index = feather_ends_with(e->d_name, INDEX_SUFFIX);
+        int is_model = feather_ends_with(e->d_name, ".safetensors") || feather_ends_with(e->d_name, ".safetensors.zst");
         if (!is_index && !is_model) continue;
         struct stat sb;
         if (fstatat(dirfd(d), e->d_name, &sb, 0) || !S_ISREG(sb.st_mode)) continue;

@@ -45,11 +45,6 @@ static void problem(feather_verify_tensor *t, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -379,26 +374,6 @@ static int source_matches(feather_reader *ref, const uint64_t *ref_hashes, const
     return 0;
 }
 
-static feather_status hash_shards(feather_reader *r, uint64_t *out, feather_error *err) {
-    for (unsigned s = 0; s < feather_shard_count(r); s++) {
-        XXH3_state_t *h = XXH3_createState();
-        if (!h) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-        XXH3_64bits_reset(h);
-        XXH3_64bits_update(h, feather_shard_header_bytes(r, s), 8 + feather_shard_header_len(r, s));
-        for (size_t i = 0; i < feather_count(r); i++) {
-            const feather_tensor *t = feather_tensor_at(r, i);
-            if (t->shard != s) continue;
-            const void *d;
-            feather_status st = feather_tensor_data(r, t, &d, err);
-            if (st) { XXH3_freeState(h); return st; }
-            XXH3_64bits_update(h, d, t->nbytes);
-        }
-        out[s] = XXH3_64bits_digest(h);
-        XXH3_freeState(h);
-    }
-    return FEATHER_OK;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -446,7 +421,8 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
             st = feather_fail(err, FEATHER_E_NOMEM, "out of memory");
             goto out;
         }
-        if ((st = hash_shards(ref, ref_hashes, err))) goto out;
+        for (unsigned s = 0; s < feather_shard_count(ref); s++)
+            if ((st = feather_shard_xxh3(ref, s, &ref_hashes[s], err))) goto out;
         for (unsigned s = 0; s < feather_shard_count(r); s++) {
             const char *rec = feather_metadata_get(r, s, "feather.source_xxh3");
             if (!source_matches(ref, ref_hashes, rec))
@@ -463,9 +439,9 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         const layout_info *L = &li[t->shard];
         if (feather_cancelled()) { st = feather_fail(err, FEATHER_E_CANCELLED, "interrupted"); goto out; }
         /* Scales and ComfyUI layer tags belong to their weight's entry. */
-        if (L->tensors && (ends_with(t->name, ".weight_scale") || ends_with(t->name, ".comfy_quant"))) {
+        if (L->tensors && (feather_ends_with(t->name, ".weight_scale") || feather_ends_with(t->name, ".comfy_quant"))) {
             char w[600];
-            size_t cut = ends_with(t->name, ".weight_scale") ? 6 : 12;
+            size_t cut = feather_ends_with(t->name, ".weight_scale") ? 6 : 12;
             snprintf(w, sizeof w, "%.*s%s", (int)(strlen(t->name) - cut), t->name, cut == 6 ? "" : ".weight");
             if (cJSON_GetObjectItemCaseSensitive(L->tensors, w)) {
                 const void *d;
