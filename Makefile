@@ -262,3 +262,8 @@ $(BUILD)/obj/samples/%.o: samples/%.c src/cli/common.h $(wildcard include/feathe
 
 $(SAMPLE_BIN): $(BUILD)/obj/samples/gen_sample.o $(CLI_COMMON) $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# ---- verifier: private headers of the fused row kernels and of the wider XXH3 builds ----
+$(BUILD)/obj/verify.o $(BUILD)/obj/verify_rows.o $(BUILD)/obj/verify_rows_avx2.o \
+$(BUILD)/obj/verify_rows_avx512.o $(BUILD)/obj/tests/test_verify_rows.o: src/verify_rows.h
+$(BUILD)/obj/hash.o $(BUILD)/obj/hash_avx2.o $(BUILD)/obj/hash_avx512.o $(BUILD)/obj/tests/test_hash.o: src/hash_simd.h

@@ -59,6 +59,23 @@ static inline int feather_ends_with(const char *s, const char *suffix) {
  * the file itself: what feather.source_xxh3 records. Drops each tensor's pages once hashed. */
 feather_status feather_shard_xxh3(feather_reader *r, unsigned shard, uint64_t *out, feather_error *err);
 
+/* The same hash taken while a reader visits the shard's tensors in its own order (the verifier
+ * follows the converted file): begin hashes the header; a tensor the hasher wants (the shard's
+ * next in file order) is fed when its data is at hand; finish hashes whatever was skipped, from
+ * the first tensor not fed on, and frees the state (free alone abandons it). */
+typedef struct feather_shard_hasher {
+    void *state;
+    unsigned shard;
+    size_t next; /* index of the next tensor to hash */
+} feather_shard_hasher;
+feather_status feather_shard_hasher_begin(feather_shard_hasher *s, feather_reader *r, unsigned shard,
+                                          feather_error *err);
+int feather_shard_hasher_wants(const feather_shard_hasher *s, feather_reader *r, const feather_tensor *t);
+void feather_shard_hasher_feed(feather_shard_hasher *s, feather_reader *r, const void *data, size_t len);
+feather_status feather_shard_hasher_finish(feather_shard_hasher *s, feather_reader *r, uint64_t *out,
+                                           feather_error *err);
+void feather_shard_hasher_free(feather_shard_hasher *s);
+
 /* Overflow-checked multiply: returns 0 on overflow. */
 static inline int feather_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_mul_overflow(a, b, out);

@@ -6,21 +6,24 @@
  * the checkpoint's own matmul (feather_gemm: fp16 activations × e5m2 weight, fp32 sums) against
  * an fp32 product with the original weight. Kept tensors must equal the original's bytes.
  *
- * Figures are summed over fixed blocks of rows and combined in block order, so a report does
- * not depend on the number of threads. */
+ * The files are streamed once, tensor by tensor in the converted file's order: each tensor's
+ * checks run as one pass over the context's threads (hashes, fp8 codes, and for a measured
+ * weight the fused row work of verify_rows.h) while the next tensor is read ahead. The figures
+ * follow the fixed reduction order of verify_rows.h, so a report does not depend on the number
+ * of threads or the SIMD level. */
 #include "internal.h"
+#include "verify_rows.h"
 #include "feather/convert.h"
 #include "feather/verify.h"
 
 #include <cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <xxhash.h>
-
-#define ROW_BLOCK 32
 
 void feather_verify_defaults(feather_verify_options *o) {
     memset(o, 0, sizeof *o);
@@ -107,106 +110,49 @@ static int scale_mode_of(uint64_t count, uint64_t n, uint64_t k, feather_scale_m
     return -1;
 }
 
-/* ---------------------------------------------------------------- error figures */
-
-typedef struct measure {
-    /* inputs */
-    const void *w;            /* original weight (N, K) */
-    feather_dtype wdt;
-    const float *deq;         /* dequantised weight (N, K) */
-    const float *a;           /* activations (M, K) as f32 */
-    uint64_t m, n, k;
-    float *yref;              /* (M, N) f32 reference product */
-    /* per row block: Σw², Σe², Σw·d, Σd², max|e| */
-    double *blk;
-} measure;
-
-/* One row of the original weight as f32 (exact for every source dtype). */
-static void row_f32(feather_dtype dt, const void *w, uint64_t off, uint64_t k, float *row) {
-    if (dt == FEATHER_F32) {
-        memcpy(row, (const float *)w + off, k * sizeof(float));
-    } else if (dt == FEATHER_BF16) {
-        const uint16_t *p = (const uint16_t *)w + off;
-        for (uint64_t i = 0; i < k; i++) {
-            uint32_t u = (uint32_t)p[i] << 16;
-            memcpy(&row[i], &u, 4);
-        }
-    } else {
-        for (uint64_t i = 0; i < k; i++) row[i] = feather_load_f32(dt, w, off + i);
-    }
-}
-
-static void measure_rows(void *arg, size_t b0, size_t b1, int worker) {
-    (void)worker;
-    measure *ms = arg;
-    float *row = malloc(ms->k * sizeof(float));
-    if (!row) return;
-    for (size_t b = b0; b < b1; b++) {
-        double s_ww = 0, s_ee = 0, s_wd = 0, s_dd = 0, mx = 0;
-        uint64_t r0 = b * ROW_BLOCK, r1 = r0 + ROW_BLOCK < ms->n ? r0 + ROW_BLOCK : ms->n;
-        for (uint64_t nn = r0; nn < r1; nn++) {
-            const float *d = ms->deq + nn * ms->k;
-            row_f32(ms->wdt, ms->w, nn * ms->k, ms->k, row);
-            /* Per-row sums in eight f32 lanes (products of floats are exact in double, but a
-             * row's worth of f32 accumulation is well within the figures' precision), then
-             * added to the block's double totals. */
-            float ww[8] = {0}, ee[8] = {0}, wd[8] = {0}, dd[8] = {0}, m8[8] = {0};
-            uint64_t kk = 0;
-            for (; kk + 8 <= ms->k; kk += 8)
-                for (int j = 0; j < 8; j++) {
-                    float w = row[kk + j], q = d[kk + j], e = w - q;
-                    ww[j] += w * w;
-                    ee[j] += e * e;
-                    wd[j] += w * q;
-                    dd[j] += q * q;
-                    float ae = e < 0 ? -e : e;
-                    m8[j] = ae > m8[j] ? ae : m8[j];
-                }
-            for (; kk < ms->k; kk++) {
-                float w = row[kk], q = d[kk], e = w - q, ae = e < 0 ? -e : e;
-                ww[0] += w * w;
-                ee[0] += e * e;
-                wd[0] += w * q;
-                dd[0] += q * q;
-                m8[0] = ae > m8[0] ? ae : m8[0];
-            }
-            for (int j = 0; j < 8; j++) {
-                s_ww += ww[j];
-                s_ee += ee[j];
-                s_wd += wd[j];
-                s_dd += dd[j];
-                if (m8[j] > mx) mx = m8[j];
-            }
-            /* fp32 product of the original weight row with every activation row; eight
-             * partial sums keep the dependency chains short. */
-            for (uint64_t mm = 0; mm < ms->m; mm++) {
-                const float *a = ms->a + mm * ms->k;
-                float acc[8] = {0};
-                uint64_t k2 = 0;
-                for (; k2 + 8 <= ms->k; k2 += 8)
-                    for (int j = 0; j < 8; j++) acc[j] += a[k2 + j] * row[k2 + j];
-                for (; k2 < ms->k; k2++) acc[0] += a[k2] * row[k2];
-                ms->yref[mm * ms->n + nn] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-            }
-        }
-        double *o = ms->blk + 5 * b;
-        o[0] = s_ww; o[1] = s_ee; o[2] = s_wd; o[3] = s_dd; o[4] = mx;
-    }
-    free(row);
-}
-
-static double snr_db(double sig, double noise) {
-    if (noise <= 0) return INFINITY;
-    if (sig <= 0) return -INFINITY;
-    return 10 * log10(sig / noise);
-}
+/* ---------------------------------------------------------------- activations */
 
 static uint64_t name_hash(const char *s) { return XXH3_64bits(s, strlen(s)); }
 
+typedef struct act_job {
+    const feather_tensor *t; /* from the activations file, or NULL */
+    const void *src;
+    uint64_t seed, k, lda;
+    uint16_t *a16;           /* (M, K) */
+    float *a32;              /* (M, lda), zero padded */
+} act_job;
+
+static void act_rows(void *arg, size_t b, size_t e, int worker) {
+    (void)worker;
+    const act_job *j = arg;
+    for (uint64_t row = b; row < e; row++) {
+        for (uint64_t c = 0; c < j->k; c++) {
+            const uint64_t i = row * j->k + c;
+            float v;
+            if (j->src) {
+                v = feather_load_f32(j->t->dtype, j->src, i);
+            } else {
+                /* Box–Muller on a splitmix64 stream: seeded, identical on every machine. Element
+                 * i takes the stream's draws 2i + 1 and 2i + 2, so rows can be filled apart. */
+                uint64_t z1 = j->seed + (2 * i + 1) * 0x9e3779b97f4a7c15ull, z2 = z1 + 0x9e3779b97f4a7c15ull;
+                z1 = (z1 ^ (z1 >> 30)) * 0xbf58476d1ce4e5b9ull; z1 = (z1 ^ (z1 >> 27)) * 0x94d049bb133111ebull; z1 ^= z1 >> 31;
+                z2 = (z2 ^ (z2 >> 30)) * 0xbf58476d1ce4e5b9ull; z2 = (z2 ^ (z2 >> 27)) * 0x94d049bb133111ebull; z2 ^= z2 >> 31;
+                double u1 = ((z1 >> 11) + 1) * 0x1.0p-53, u2 = (z2 >> 11) * 0x1.0p-53;
+                v = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+            }
+            j->a16[i] = feather_f32_to_f16(v);
+            j->a32[row * j->lda + c] = feather_f16_to_f32(j->a16[i]); /* both sides see the same fp16 inputs */
+        }
+        for (uint64_t c = j->k; c < j->lda; c++) j->a32[row * j->lda + c] = 0.0f;
+    }
+}
+
 /* Fills M×K activations: from the activations file when it has this layer, else seeded
- * normal values rounded to fp16 (the kernel's input type). */
-static feather_status activations(feather_reader *act, const char *wname, const feather_verify_options *o,
-                                  uint64_t k, uint16_t **a16, float **a32, uint64_t *m, feather_error *err) {
+ * normal values rounded to fp16 (the kernel's input type). a32 has rows of lda = K rounded up
+ * to 16 (zeros past K), as verify_rows.h wants. */
+static feather_status activations(feather_ctx *ctx, feather_reader *act, const char *wname,
+                                  const feather_verify_options *o, uint64_t k, uint16_t **a16, float **a32,
+                                  uint64_t *m, uint64_t *lda, feather_error *err) {
     uint64_t rows = o->tokens ? o->tokens : 16;
     const feather_tensor *t = NULL;
     if (act) {
@@ -226,98 +172,130 @@ static feather_status activations(feather_reader *act, const char *wname, const 
         if (st) return st;
     }
     *m = rows;
+    *lda = (k + VROWS_L - 1) / VROWS_L * VROWS_L;
     *a16 = malloc(rows * k * sizeof(uint16_t));
-    *a32 = malloc(rows * k * sizeof(float));
+    *a32 = malloc(rows * *lda * sizeof(float));
     if (!*a16 || !*a32) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-    uint64_t s = o->seed ^ name_hash(wname);
-    for (uint64_t i = 0; i < rows * k; i++) {
-        float v;
-        if (src) {
-            v = feather_load_f32(t->dtype, src, i);
-        } else {
-            /* Box–Muller on a splitmix64 stream: seeded, identical on every machine. */
-            uint64_t z1 = (s += 0x9e3779b97f4a7c15ull), z2 = (s += 0x9e3779b97f4a7c15ull);
-            z1 = (z1 ^ (z1 >> 30)) * 0xbf58476d1ce4e5b9ull; z1 = (z1 ^ (z1 >> 27)) * 0x94d049bb133111ebull; z1 ^= z1 >> 31;
-            z2 = (z2 ^ (z2 >> 30)) * 0xbf58476d1ce4e5b9ull; z2 = (z2 ^ (z2 >> 27)) * 0x94d049bb133111ebull; z2 ^= z2 >> 31;
-            double u1 = ((z1 >> 11) + 1) * 0x1.0p-53, u2 = (z2 >> 11) * 0x1.0p-53;
-            v = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-        }
-        (*a16)[i] = feather_f32_to_f16(v);
-        (*a32)[i] = feather_f16_to_f32((*a16)[i]); /* both sides see the same fp16 inputs */
-    }
+    act_job j = {.t = t, .src = src, .seed = o->seed ^ name_hash(wname), .k = k, .lda = *lda, .a16 = *a16, .a32 = *a32};
+    feather_parallel_for(ctx, rows, 1, act_rows, &j);
     return FEATHER_OK;
 }
 
-typedef struct vstate {
-    feather_ctx *ctx;
-    const feather_verify_options *o;
-    feather_device dev;
-    feather_reader *act;
-    feather_error *err;
-} vstate;
+/* ---------------------------------------------------------------- one tensor's work */
 
-/* Measures one converted weight against its original. */
-static feather_status measure_weight(vstate *v, feather_verify_tensor *vt, const layout_info *li,
-                                     const void *q, const float *scales, uint64_t nscales,
-                                     const feather_tensor *ref, const void *refdata) {
-    feather_error *err = v->err;
-    uint64_t n = vt->n, k = vt->k, m = 0;
-    feather_scale_mode mode;
-    unsigned group;
-    if (scale_mode_of(nscales, n, k, &mode, &group)) return FEATHER_OK; /* reported as integrity */
-    feather_status st = FEATHER_OK;
-    float *deq = malloc(n * k * sizeof(float)), *a32 = NULL, *yref = NULL, *yf = NULL;
-    uint16_t *a16 = NULL, *y = NULL;
-    uint8_t *packed = NULL;
-    size_t nblk = (size_t)((n + ROW_BLOCK - 1) / ROW_BLOCK);
-    double *blk = calloc(nblk * 5, sizeof(double));
-    if (!deq || !blk) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
-    feather_dequantize(q, li->packed, li->fmt, mode, group, scales, n, k, deq);
-    if ((st = activations(v->act, vt->name, v->o, k, &a16, &a32, &m, err))) goto out;
-    yref = malloc(m * n * sizeof(float));
-    y = malloc(m * n * sizeof(uint16_t));
-    if (!yref || !y) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
-    measure ms = {.w = refdata, .wdt = ref->dtype, .deq = deq, .a = a32, .m = m, .n = n, .k = k,
-                  .yref = yref, .blk = blk};
-    feather_parallel_for(v->ctx, nblk, 1, measure_rows, &ms);
-    double s[5] = {0};
-    for (size_t b = 0; b < nblk; b++) {
-        for (int j = 0; j < 4; j++) s[j] += blk[5 * b + j];
-        if (blk[5 * b + 4] > s[4]) s[4] = blk[5 * b + 4];
+/* Everything read from one tensor is done in one pass over the context's threads, as tasks
+ * taken in order: the reference file's stream hash (task 0: the matching original tensor, when
+ * it is the next one of its shard), this tensor's recorded-hash check (task 1), then the units:
+ * row blocks of a measured weight (verify_rows.h), or byte chunks (fp8 code check of a weight
+ * that is not measured, comparison of a kept tensor with the original). The hashes are serial
+ * streams; handing them out first lets them run beside the units on the other threads, while the
+ * data is in memory. */
+#define CHUNK_BYTES ((uint64_t)1 << 20)
+
+enum { UNITS_NONE, UNITS_CODES, UNITS_COMPARE, UNITS_ROWS };
+
+typedef struct tensor_job {
+    const vrows_kernels *kern;
+    feather_reader *ref;
+    feather_shard_hasher *refh; /* NULL: no reference-stream task */
+    const void *rdata;
+    uint64_t rbytes;
+    const void *data;           /* this tensor */
+    uint64_t nbytes;
+    int hash;                   /* check this tensor's recorded hash */
+    uint64_t hash_value;
+    int units;
+    uint64_t nunits;
+    feather_fp8 fmt;            /* UNITS_CODES */
+    const void *other;          /* UNITS_COMPARE: the original's bytes */
+    const vrows_weight *vw;     /* UNITS_ROWS */
+    float *scratch;
+    size_t scratch_floats;
+    atomic_size_t next;
+    atomic_uint_fast64_t bad;
+    atomic_int differs;
+} tensor_job;
+
+static void job_task(tensor_job *j, size_t i, int worker) {
+    if (i == 0) {
+        if (j->refh) feather_shard_hasher_feed(j->refh, j->ref, j->rdata, j->rbytes);
+        return;
+    }
+    if (i == 1) {
+        if (j->hash) j->hash_value = feather_hash(j->data, j->nbytes);
+        return;
+    }
+    const uint64_t u = i - 2;
+    if (j->units == UNITS_ROWS) {
+        uint64_t bad = feather_vrows_block(j->kern, j->vw, u, j->scratch + (size_t)worker * j->scratch_floats);
+        if (bad) atomic_fetch_add(&j->bad, bad);
+        return;
+    }
+    const uint64_t b = u * CHUNK_BYTES, len = j->nbytes - b < CHUNK_BYTES ? j->nbytes - b : CHUNK_BYTES;
+    if (j->units == UNITS_CODES) {
+        uint64_t bad = j->kern->bad_codes((const uint8_t *)j->data + b, len, j->fmt);
+        if (bad) atomic_fetch_add(&j->bad, bad);
+    } else if (memcmp((const uint8_t *)j->data + b, (const uint8_t *)j->other + b, len)) {
+        atomic_store(&j->differs, 1);
+    }
+}
+
+static void job_worker(void *arg, size_t b, size_t e, int worker) {
+    (void)b;
+    (void)e;
+    tensor_job *j = arg;
+    for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < 2 + j->nunits;) job_task(j, i, worker);
+}
+
+/* Runs the job on every thread of ctx; the scratch of a row job is allocated here. */
+static feather_status run_job(feather_ctx *ctx, tensor_job *j, feather_error *err) {
+    const int workers = feather_ctx_threads(ctx);
+    if (j->units == UNITS_ROWS) {
+        j->scratch_floats = (feather_vrows_scratch(j->vw) + 15) & ~(size_t)15;
+        j->scratch = aligned_alloc(64, (size_t)workers * j->scratch_floats * sizeof(float));
+        if (!j->scratch) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+        j->nunits = (j->vw->n + VROWS_RB - 1) / VROWS_RB;
+    } else if (j->units != UNITS_NONE) {
+        j->nunits = (j->nbytes + CHUNK_BYTES - 1) / CHUNK_BYTES;
+    }
+    atomic_init(&j->next, 0);
+    atomic_init(&j->bad, 0);
+    atomic_init(&j->differs, 0);
+    feather_parallel_for(ctx, (size_t)workers, 1, job_worker, j);
+    free(j->scratch);
+    j->scratch = NULL;
+    return FEATHER_OK;
+}
+
+/* ---------------------------------------------------------------- error figures */
+
+static double snr_db(double sig, double noise) {
+    if (noise <= 0) return INFINITY;
+    if (sig <= 0) return -INFINITY;
+    return 10 * log10(sig / noise);
+}
+
+/* Weight space, from the per-row sums (added in row order). */
+static void weight_figures(feather_verify_tensor *vt, const double *rowsums, uint64_t n) {
+    double s[VS_COUNT] = {0};
+    for (uint64_t i = 0; i < n; i++) {
+        const double *r = rowsums + i * VS_COUNT;
+        for (int c = 0; c < VS_MAX; c++) s[c] += r[c];
+        if (r[VS_MAX] > s[VS_MAX]) s[VS_MAX] = r[VS_MAX];
     }
     vt->measured = 1;
-    vt->weight_snr_db = snr_db(s[0], s[1]);
-    vt->weight_rel_rms = s[0] > 0 ? sqrt(s[1] / s[0]) : (s[1] > 0 ? INFINITY : 0);
-    vt->weight_cos = s[0] > 0 && s[3] > 0 ? s[2] / sqrt(s[0] * s[3]) : (s[0] == s[3] ? 1 : 0);
-    vt->weight_max_abs = s[4];
+    vt->weight_snr_db = snr_db(s[VS_WW], s[VS_EE]);
+    vt->weight_rel_rms = s[VS_WW] > 0 ? sqrt(s[VS_EE] / s[VS_WW]) : (s[VS_EE] > 0 ? INFINITY : 0);
+    vt->weight_cos = s[VS_WW] > 0 && s[VS_DD] > 0 ? s[VS_WD] / sqrt(s[VS_WW] * s[VS_DD])
+                                                   : (s[VS_WW] == s[VS_DD] ? 1 : 0);
+    vt->weight_max_abs = s[VS_MAX];
+}
 
-    /* Output space: the e5m2 kernel itself. An e4m3 checkpoint has no kernel, so its product
-     * is taken with the dequantised weight instead. */
-    if (li->fmt == FEATHER_FP8_E5M2 && feather_gemm_supported(n, k, mode, group)) {
-        const uint8_t *qp = q;
-        if (!li->packed) {
-            if (!(packed = malloc(n * k))) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
-            feather_pack(q, n, k, packed);
-            qp = packed;
-        }
-        feather_gemm_args ga = {.m = m, .n = n, .k = k, .a = a16, .q = qp, .scales = scales, .mode = mode,
-                                .group = group, .bias = NULL, .out_bf16 = 0, .y = y};
-        if ((st = feather_gemm(v->ctx, v->dev, &ga, err)))
-            goto out;
-        if (!(yf = malloc(m * n * sizeof(float)))) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
-        for (uint64_t i = 0; i < m * n; i++) yf[i] = feather_f16_to_f32(y[i]);
-    } else {
-        if (!(yf = calloc(m * n, sizeof(float)))) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
-        for (uint64_t mm = 0; mm < m; mm++)
-            for (uint64_t nn = 0; nn < n; nn++) {
-                double acc = 0;
-                for (uint64_t kk = 0; kk < k; kk++) acc += (double)a32[mm * k + kk] * deq[nn * k + kk];
-                yf[mm * n + nn] = (float)acc;
-            }
-    }
+/* Output space: the checkpoint's product y against the reference, in double, in order. */
+static void output_figures(feather_verify_tensor *vt, const float *y, const float *yref, uint64_t count) {
     double sig = 0, noise = 0, mx = 0;
-    for (uint64_t i = 0; i < m * n; i++) {
-        double e = (double)yf[i] - yref[i];
+    for (uint64_t i = 0; i < count; i++) {
+        double e = (double)y[i] - yref[i];
         sig += (double)yref[i] * yref[i];
         noise += e * e;
         if (!(fabs(e) <= mx)) mx = fabs(e); /* NaN propagates */
@@ -326,27 +304,132 @@ static feather_status measure_weight(vstate *v, feather_verify_tensor *vt, const
     vt->output_snr_db = snr_db(sig, noise);
     vt->output_rel_err = sig > 0 ? sqrt(noise / sig) : (noise > 0 ? INFINITY : 0);
     vt->output_max_abs = mx;
-out:
-    free(deq);
-    free(blk);
-    free(a16);
-    free(a32);
-    free(yref);
-    free(y);
-    free(yf);
-    free(packed);
-    return st;
+}
+
+/* The fp8 product on a GPU runs on a thread of its own, beside the CPU threads' row work. */
+typedef struct kernel_call {
+    feather_ctx *ctx;
+    feather_device dev;
+    feather_gemm_args ga;
+    feather_status st;
+    feather_error err;
+    pthread_t thread;
+    int started;
+} kernel_call;
+
+static void *kernel_main(void *p) {
+    kernel_call *kc = p;
+    kc->st = feather_gemm(kc->ctx, kc->dev, &kc->ga, &kc->err);
+    return NULL;
+}
+
+typedef struct vstate {
+    feather_ctx *ctx;
+    const feather_verify_options *o;
+    feather_device dev;
+    feather_reader *act;
+    feather_error *err;
+    vrows_kernels kern;
+} vstate;
+
+/* A converted weight measured against its original: job j already holds the hashes; this adds
+ * the row blocks, runs it, and fills the figures unless the caller finds a problem (*keep). */
+typedef struct weight_run {
+    uint16_t *a16, *y;
+    float *a32, *yref, *ydeq, *yf;
+    double *rowsums;
+    uint8_t *packed;
+    vrows_weight vw;
+    kernel_call kc;
+    int kernel; /* the fp8 product goes through feather_gemm */
+} weight_run;
+
+static void weight_run_free(weight_run *w) {
+    if (w->kc.started) pthread_join(w->kc.thread, NULL);
+    w->kc.started = 0;
+    free(w->a16);
+    free(w->a32);
+    free(w->yref);
+    free(w->ydeq);
+    free(w->y);
+    free(w->yf);
+    free(w->rowsums);
+    free(w->packed);
+}
+
+/* Prepares the measurement of a weight (activations, outputs, the GPU product started) and
+ * points the job at its rows. */
+static feather_status weight_begin(vstate *v, weight_run *w, tensor_job *j, const char *name, const layout_info *li,
+                                   const void *q, const float *scales, feather_scale_mode mode, unsigned group,
+                                   uint64_t n, uint64_t k, const feather_tensor *ref, const void *refdata) {
+    feather_error *err = v->err;
+    uint64_t m = 0, lda = 0;
+    feather_status st = activations(v->ctx, v->act, name, v->o, k, &w->a16, &w->a32, &m, &lda, err);
+    if (st) return st;
+    /* An e4m3 checkpoint has no kernel: its product is taken with the dequantised weight, in
+     * the rows pass. */
+    w->kernel = li->fmt == FEATHER_FP8_E5M2 && feather_gemm_supported(n, k, mode, group);
+    w->yref = malloc(m * n * sizeof(float));
+    w->rowsums = malloc(n * VS_COUNT * sizeof(double));
+    w->yf = malloc(m * n * sizeof(float));
+    if (w->kernel) w->y = malloc(m * n * sizeof(uint16_t));
+    else w->ydeq = malloc(m * n * sizeof(float));
+    if (!w->yref || !w->rowsums || !w->yf || (w->kernel ? !w->y : !w->ydeq))
+        return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+    w->vw = (vrows_weight){.w = refdata, .wdt = ref->dtype, .q = q, .packed = li->packed, .fmt = li->fmt,
+                           .scales = scales, .mode = mode, .group = group, .n = n, .k = k, .a = w->a32,
+                           .m = m, .lda = lda, .yref = w->yref, .ydeq = w->ydeq, .rowsums = w->rowsums};
+    j->units = UNITS_ROWS;
+    j->vw = &w->vw;
+    if (w->kernel) {
+        const uint8_t *qp = q;
+        if (!li->packed) {
+            if (!(w->packed = malloc(n * k))) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+            feather_pack(q, n, k, w->packed);
+            qp = w->packed;
+        }
+        w->kc = (kernel_call){.ctx = v->ctx, .dev = v->dev,
+                              .ga = {.m = m, .n = n, .k = k, .a = w->a16, .q = qp, .scales = scales, .mode = mode,
+                                     .group = group, .bias = NULL, .out_bf16 = 0, .y = w->y}};
+        if (v->dev == FEATHER_DEVICE_GPU && !pthread_create(&w->kc.thread, NULL, kernel_main, &w->kc))
+            w->kc.started = 1;
+    }
+    return FEATHER_OK;
+}
+
+/* After the job: the kernel's product (on the CPU now, or the GPU thread's) and the figures. */
+static feather_status weight_end(vstate *v, weight_run *w, feather_verify_tensor *vt) {
+    const uint64_t mn = w->vw.m * w->vw.n;
+    if (w->kernel) {
+        if (w->kc.started) {
+            pthread_join(w->kc.thread, NULL);
+            w->kc.started = 0;
+        } else {
+            w->kc.st = feather_gemm(v->ctx, v->dev, &w->kc.ga, &w->kc.err);
+        }
+        if (w->kc.st) {
+            *v->err = w->kc.err;
+            return w->kc.st;
+        }
+        for (uint64_t i = 0; i < mn; i++) w->yf[i] = feather_f16_to_f32(w->y[i]);
+    } else {
+        memcpy(w->yf, w->ydeq, mn * sizeof(float));
+    }
+    weight_figures(vt, w->rowsums, w->vw.n);
+    output_figures(vt, w->yf, w->yref, mn);
+    return FEATHER_OK;
 }
 
 /* ---------------------------------------------------------------- integrity */
 
-static uint64_t bad_fp8_codes(const uint8_t *q, uint64_t n, feather_fp8 fmt) {
-    uint64_t c = 0;
-    if (fmt == FEATHER_FP8_E5M2)
-        for (uint64_t i = 0; i < n; i++) c += (q[i] & 0x7c) == 0x7c;
-    else
-        for (uint64_t i = 0; i < n; i++) c += (q[i] & 0x7f) == 0x7f;
-    return c;
+/* Notes a problem for later (problems are reported in a fixed order, the first one kept). */
+static void note(char *buf, size_t len, const char *fmt, ...) FEATHER_PRINTF(3, 4);
+static void note(char *buf, size_t len, const char *fmt, ...) {
+    if (buf[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
 }
 
 static int shape_is(const feather_tensor *t, unsigned nd, uint64_t a, uint64_t b, uint64_t c) {
@@ -387,9 +470,11 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
     feather_status st = feather_open(&r, path, FEATHER_OPEN_NO_HASH_CHECK, err);
     if (st) return st;
     vstate v = {.ctx = ctx, .o = o, .err = err};
+    feather_vrows_kernels(feather_ctx_simd(ctx), &v.kern);
     feather_verify_report *rep = calloc(1, sizeof *rep);
     layout_info *li = calloc(feather_shard_count(r), sizeof *li);
     uint64_t *ref_hashes = NULL;
+    feather_shard_hasher *hashers = NULL;
     if (!rep || !li) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
     snprintf(rep->path, sizeof rep->path, "%s", path);
     if (o->reference) {
@@ -408,29 +493,23 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
     rep->tensors = calloc(feather_count(r) + (ref ? feather_count(ref) : 0) + 1, sizeof *rep->tensors);
     if (!rep->tensors) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
 
-    /* File-level problems are reported as an entry named after the file. */
-    feather_verify_tensor *file_entry = &rep->tensors[rep->count];
+    /* File-level problems are reported as an entry named after the file, first; its slot is
+     * kept until the reference's hash is known (after the tensors) and dropped if unused. */
+    feather_verify_tensor *file_entry = &rep->tensors[rep->count++];
     snprintf(file_entry->name, sizeof file_entry->name, "(file %s)", path);
     for (unsigned s = 0; s < feather_shard_count(r); s++) {
         char why[300];
         if (parse_layout(r, s, &li[s], why, sizeof why))
             problem(file_entry, "%s: %s", feather_shard_path(r, s), why);
     }
+    /* The reference's shard hashes are taken along the way, as the original tensors come up. */
     if (ref) {
-        if (!(ref_hashes = calloc(feather_shard_count(ref), sizeof *ref_hashes))) {
-            st = feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-            goto out;
-        }
+        ref_hashes = calloc(feather_shard_count(ref), sizeof *ref_hashes);
+        hashers = calloc(feather_shard_count(ref), sizeof *hashers);
+        if (!ref_hashes || !hashers) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
         for (unsigned s = 0; s < feather_shard_count(ref); s++)
-            if ((st = feather_shard_xxh3(ref, s, &ref_hashes[s], err))) goto out;
-        for (unsigned s = 0; s < feather_shard_count(r); s++) {
-            const char *rec = feather_metadata_get(r, s, "feather.source_xxh3");
-            if (!source_matches(ref, ref_hashes, rec))
-                problem(file_entry, "the reference %s does not match: %s was converted from a file with XXH3 %s",
-                        o->reference, feather_shard_path(r, s), rec ? rec : "(none recorded)");
-        }
+            if ((st = feather_shard_hasher_begin(&hashers[s], ref, s, err))) goto out;
     }
-    if (file_entry->problem[0]) rep->count++;
 
     uint64_t total = 0, done = 0;
     for (size_t i = 0; i < feather_count(r); i++) total += feather_tensor_at(r, i)->nbytes;
@@ -438,6 +517,12 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         const feather_tensor *t = feather_tensor_at(r, i);
         const layout_info *L = &li[t->shard];
         if (feather_cancelled()) { st = feather_fail(err, FEATHER_E_CANCELLED, "interrupted"); goto out; }
+        /* The next tensor (and its original) are read from disk while this one is worked on. */
+        if (i + 1 < feather_count(r)) {
+            const feather_tensor *nt = feather_tensor_at(r, i + 1), *nrt = ref ? feather_find(ref, nt->name) : NULL;
+            feather_tensor_prefetch(r, nt);
+            if (nrt) feather_tensor_prefetch(ref, nrt);
+        }
         /* Scales and ComfyUI layer tags belong to their weight's entry. */
         if (L->tensors && (feather_ends_with(t->name, ".weight_scale") || feather_ends_with(t->name, ".comfy_quant"))) {
             char w[600];
@@ -460,86 +545,131 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         vt->bytes = t->nbytes;
         const void *d;
         if ((st = feather_tensor_data(r, t, &d, err))) goto out;
-        uint64_t rec;
-        if (feather_recorded_hash(r, t, &rec)) {
-            uint64_t h = feather_hash(d, t->nbytes);
-            if (h != rec)
-                problem(vt, "XXH3 mismatch (recorded %016llx, computed %016llx): the bytes changed since the file was written",
-                        (unsigned long long)rec, (unsigned long long)h);
-        } else if (L->tensors) {
-            problem(vt, "no XXH3 recorded for this tensor");
-        }
+        tensor_job job = {.kern = &v.kern, .ref = ref, .data = d, .nbytes = t->nbytes};
+        uint64_t rec = 0;
+        job.hash = feather_recorded_hash(r, t, &rec);
+
+        /* What the tensor's metadata and the original allow; problems are noted, then reported
+         * after the pass in the order: hash, layout, fp8 codes, scales, reference. */
+        char p_layout[300] = "", p_scale[300] = "", p_ref[300] = "";
         uint64_t n = 0, k = 0;
-        const void *sd = NULL;
         float *scales = NULL;
-        uint64_t nscales = 0;
-        int conv = L->tensors && recorded_shape(L, t->name, &n, &k);
+        feather_scale_mode mode = FEATHER_SCALE_NONE;
+        unsigned group = 0;
+        int conv = L->tensors && recorded_shape(L, t->name, &n, &k), layout_ok = 0, scales_ok = 0;
         if (conv) {
             vt->converted = 1;
             vt->n = n;
             vt->k = k;
             if (t->dtype != feather_fp8_dtype(L->fmt))
-                problem(vt, "dtype %s, but feather.fp8 says %s", feather_dtype_name(t->dtype), feather_fp8_name(L->fmt));
+                note(p_layout, sizeof p_layout, "dtype %s, but feather.fp8 says %s", feather_dtype_name(t->dtype),
+                     feather_fp8_name(L->fmt));
             else if (L->packed ? !shape_is(t, 3, k / 16, n, 16) || k % 16 : !shape_is(t, 2, n, k, 0))
-                problem(vt, "shape does not match the recorded original [%llu, %llu] in the %s layout",
-                        (unsigned long long)n, (unsigned long long)k, L->packed ? "packed" : "comfy");
-            uint64_t bad = vt->problem[0] ? 0 : bad_fp8_codes(d, t->nbytes, L->fmt);
-            if (bad) problem(vt, "%llu Inf/NaN fp8 codes", (unsigned long long)bad);
+                note(p_layout, sizeof p_layout, "shape does not match the recorded original [%llu, %llu] in the %s layout",
+                     (unsigned long long)n, (unsigned long long)k, L->packed ? "packed" : "comfy");
+            else
+                layout_ok = 1;
             char *sname = xstrdup_scale_name(t->name);
             const feather_tensor *s = sname ? feather_find(r, sname) : NULL;
             free(sname);
-            feather_scale_mode mode;
-            unsigned group;
-            if (!s) problem(vt, "scale tensor '%s_scale' is missing", t->name);
-            else if (s->dtype != FEATHER_F32) problem(vt, "scale tensor is %s, not F32", feather_dtype_name(s->dtype));
+            const void *sd = NULL;
+            if (!s) note(p_scale, sizeof p_scale, "scale tensor '%s_scale' is missing", t->name);
+            else if (s->dtype != FEATHER_F32) note(p_scale, sizeof p_scale, "scale tensor is %s, not F32", feather_dtype_name(s->dtype));
             else if (scale_mode_of(s->nelem, n, k, &mode, &group))
-                problem(vt, "%llu scales fit no scale mode of a [%llu, %llu] weight", (unsigned long long)s->nelem,
-                        (unsigned long long)n, (unsigned long long)k);
+                note(p_scale, sizeof p_scale, "%llu scales fit no scale mode of a [%llu, %llu] weight",
+                     (unsigned long long)s->nelem, (unsigned long long)n, (unsigned long long)k);
             else if (!feather_tensor_data(r, s, &sd, err)) {
                 vt->bytes += s->nbytes;
-                nscales = s->nelem;
-                scales = malloc(nscales * sizeof(float));
+                scales = malloc(s->nelem * sizeof(float));
                 if (!scales) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
-                memcpy(scales, sd, nscales * sizeof(float));
-                for (uint64_t j = 0; j < nscales; j++)
+                memcpy(scales, sd, s->nelem * sizeof(float));
+                scales_ok = 1;
+                for (uint64_t j = 0; j < s->nelem; j++)
                     if (!isfinite(scales[j]) || !(scales[j] > 0)) {
-                        problem(vt, "scale %llu is %g (must be finite and > 0)", (unsigned long long)j, scales[j]);
+                        note(p_scale, sizeof p_scale, "scale %llu is %g (must be finite and > 0)", (unsigned long long)j,
+                             scales[j]);
+                        scales_ok = 0;
                         break;
                     }
             }
+            if (layout_ok) {
+                job.units = UNITS_CODES;
+                job.fmt = L->fmt;
+            }
         }
+        const feather_tensor *rt = NULL;
+        const void *rd = NULL;
+        int measure = 0;
         if (ref) {
-            const feather_tensor *rt = feather_find(ref, t->name);
-            const void *rd = NULL;
+            rt = feather_find(ref, t->name);
             if (!rt) {
-                problem(vt, "not in the reference %s", o->reference);
+                note(p_ref, sizeof p_ref, "not in the reference %s", o->reference);
             } else if ((st = feather_tensor_data(ref, rt, &rd, err))) {
                 free(scales);
                 goto out;
             } else {
                 vt->bytes_reference = rt->nbytes;
+                if (feather_shard_hasher_wants(&hashers[rt->shard], ref, rt)) {
+                    job.refh = &hashers[rt->shard];
+                    job.rdata = rd;
+                    job.rbytes = rt->nbytes;
+                }
                 if (!conv) {
-                    if (rt->dtype != t->dtype || rt->nbytes != t->nbytes || memcmp(rd, d, t->nbytes))
-                        problem(vt, "kept tensor differs from the reference");
+                    if (rt->dtype != t->dtype || rt->nbytes != t->nbytes) {
+                        note(p_ref, sizeof p_ref, "kept tensor differs from the reference");
+                    } else {
+                        job.units = UNITS_COMPARE;
+                        job.other = rd;
+                    }
                 } else if (rt->ndim != 2 || rt->shape[0] != n || rt->shape[1] != k ||
                            (rt->dtype != FEATHER_F16 && rt->dtype != FEATHER_BF16 && rt->dtype != FEATHER_F32)) {
-                    problem(vt, "the reference tensor is %s with another shape than the recorded [%llu, %llu]",
-                            feather_dtype_name(rt->dtype), (unsigned long long)n, (unsigned long long)k);
-                } else if (!vt->problem[0] && scales) {
-                    if ((st = measure_weight(&v, vt, L, d, scales, nscales, rt, rd))) {
-                        free(scales);
-                        goto out;
-                    }
+                    note(p_ref, sizeof p_ref, "the reference tensor is %s with another shape than the recorded [%llu, %llu]",
+                         feather_dtype_name(rt->dtype), (unsigned long long)n, (unsigned long long)k);
+                } else {
+                    measure = layout_ok && scales_ok;
                 }
-                feather_tensor_release(ref, rt);
             }
         }
+
+        weight_run w;
+        memset(&w, 0, sizeof w);
+        if (measure && (st = weight_begin(&v, &w, &job, t->name, L, d, scales, mode, group, n, k, rt, rd)) == FEATHER_OK)
+            st = run_job(ctx, &job, err);
+        else if (!measure)
+            st = run_job(ctx, &job, err);
+        if (!st) {
+            if (job.hash && job.hash_value != rec)
+                problem(vt, "XXH3 mismatch (recorded %016llx, computed %016llx): the bytes changed since the file was written",
+                        (unsigned long long)rec, (unsigned long long)job.hash_value);
+            else if (!job.hash && L->tensors)
+                problem(vt, "no XXH3 recorded for this tensor");
+            if (p_layout[0]) problem(vt, "%s", p_layout);
+            uint64_t bad = atomic_load(&job.bad);
+            if (bad) problem(vt, "%llu Inf/NaN fp8 codes", (unsigned long long)bad);
+            if (p_scale[0]) problem(vt, "%s", p_scale);
+            if (p_ref[0]) problem(vt, "%s", p_ref);
+            if (job.units == UNITS_COMPARE && atomic_load(&job.differs))
+                problem(vt, "kept tensor differs from the reference");
+            if (measure && !vt->problem[0]) st = weight_end(&v, &w, vt);
+        }
+        weight_run_free(&w);
         free(scales);
+        if (rt) feather_tensor_release(ref, rt);
         feather_tensor_release(r, t);
+        if (st) goto out;
         done += t->nbytes;
         if (o->progress) o->progress(o->progress_arg, done, total, t->name);
     }
-    if (ref) /* tensors of the original that did not make it into the conversion */
+    if (ref) { /* the reference's shard hashes, with the tensors not met on the way */
+        for (unsigned s = 0; s < feather_shard_count(ref); s++)
+            if ((st = feather_shard_hasher_finish(&hashers[s], ref, &ref_hashes[s], err))) goto out;
+        for (unsigned s = 0; s < feather_shard_count(r); s++) {
+            const char *rec = feather_metadata_get(r, s, "feather.source_xxh3");
+            if (!source_matches(ref, ref_hashes, rec))
+                problem(file_entry, "the reference %s does not match: %s was converted from a file with XXH3 %s",
+                        o->reference, feather_shard_path(r, s), rec ? rec : "(none recorded)");
+        }
+        /* tensors of the original that did not make it into the conversion */
         for (size_t i = 0; i < feather_count(ref); i++) {
             const feather_tensor *rt = feather_tensor_at(ref, i);
             if (feather_find(r, rt->name)) continue;
@@ -549,6 +679,8 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
             vt->bytes_reference = rt->nbytes;
             problem(vt, "in the reference but missing from the converted file");
         }
+    }
+    if (!file_entry->problem[0]) memmove(rep->tensors, rep->tensors + 1, --rep->count * sizeof *rep->tensors);
 
     /* Verdicts and summary. */
     double *snr = calloc(rep->count + 1, sizeof(double));
@@ -587,6 +719,8 @@ out:
     for (unsigned s = 0; li && s < feather_shard_count(r); s++) cJSON_Delete(li[s].tensors);
     free(li);
     free(ref_hashes);
+    for (unsigned s = 0; hashers && s < feather_shard_count(ref); s++) feather_shard_hasher_free(&hashers[s]);
+    free(hashers);
     feather_close(act);
     feather_close(ref);
     feather_close(r);

@@ -3,6 +3,7 @@
 #include "testutil.h"
 #include "feather/convert.h"
 #include "feather/verify.h"
+#include "internal.h"
 
 #include <cJSON.h>
 #include <math.h>
@@ -19,14 +20,17 @@ static const tspec model[] = {
 };
 #define NMODEL (sizeof model / sizeof model[0])
 
-/* Writes the original and its conversion; returns 0 on success. */
-static int make_pair(const char *orig, const char *conv, feather_scale_mode mode, unsigned group) {
+/* Writes the original and its conversion (e5m2, packed); returns 0 on success. */
+static int make_pair_as(const char *orig, const char *conv, feather_scale_mode mode, unsigned group, feather_fp8 fmt,
+                        feather_layout layout) {
     if (tu_write_model(orig, model, NMODEL, 11, NULL)) return -1;
     feather_ctx *ctx = feather_ctx_new(2);
     feather_convert_options o;
     feather_convert_defaults(&o);
     o.quant.mode = mode;
     o.quant.group = group;
+    o.quant.format = fmt;
+    o.layout = layout;
     o.overwrite = 1;
     feather_convert_result res;
     feather_error err = {0};
@@ -34,6 +38,10 @@ static int make_pair(const char *orig, const char *conv, feather_scale_mode mode
     if (st) fprintf(stdout, "    convert: %s\n", err.message);
     feather_ctx_free(ctx);
     return st ? -1 : 0;
+}
+
+static int make_pair(const char *orig, const char *conv, feather_scale_mode mode, unsigned group) {
+    return make_pair_as(orig, conv, mode, group, FEATHER_FP8_E5M2, FEATHER_LAYOUT_PACKED);
 }
 
 static feather_status verify(const char *conv, const char *ref, feather_verify_report **rep) {
@@ -274,4 +282,144 @@ TEST(verify_html_report_renders_in_chromium) {
     /* The parsed page holds both charts with one point per measured layer. */
     CHECK(dom && strstr(dom, "snr-by-layer") && strstr(dom, "<circle") && strstr(dom, "snr-histogram"));
     free(dom);
+}
+
+/* ---- determinism and precision of the figures ---- */
+
+/* A report's figures, as bytes, for comparison. */
+static int same_figures(const feather_verify_tensor *a, const feather_verify_tensor *b) {
+    const double fa[] = {a->weight_rel_rms, a->weight_snr_db, a->weight_cos, a->weight_max_abs,
+                         a->output_rel_err, a->output_snr_db, a->output_max_abs};
+    const double fb[] = {b->weight_rel_rms, b->weight_snr_db, b->weight_cos, b->weight_max_abs,
+                         b->output_rel_err, b->output_snr_db, b->output_max_abs};
+    return a->measured == b->measured && a->output_measured == b->output_measured && !memcmp(fa, fb, sizeof fa);
+}
+
+static feather_status verify_with(const char *conv, const char *ref, int threads, feather_simd simd,
+                                  const char *activations, feather_verify_report **rep) {
+    feather_verify_options o;
+    feather_verify_defaults(&o);
+    o.reference = ref;
+    o.device = FEATHER_DEVICE_CPU;
+    o.activations = activations;
+    feather_error err = {0};
+    feather_ctx *ctx = feather_ctx_new(threads);
+    feather_status st = feather_ctx_set_simd(ctx, simd);
+    if (!st) st = feather_verify(ctx, conv, &o, rep, &err);
+    if (st) printf("    verify: %s\n", err.message);
+    feather_ctx_free(ctx);
+    return st;
+}
+
+/* The same figures, to the bit, for 1 to 5 threads and every SIMD level this CPU has: e5m2
+ * packed with block scales (the kernel's product), e5m2 comfy (packed for the kernel first) and
+ * e4m3 comfy (no kernel: the product with the dequantised weight). */
+TEST(verify_figures_are_identical_for_any_thread_count_and_simd_level) {
+    const char *orig = test_path("o.safetensors"), *conv = test_path("c.safetensors");
+    const struct { feather_scale_mode mode; unsigned group; feather_fp8 fmt; feather_layout layout; } pairs[] = {
+        {FEATHER_SCALE_BLOCK, 32, FEATHER_FP8_E5M2, FEATHER_LAYOUT_PACKED},
+        {FEATHER_SCALE_TENSOR, 0, FEATHER_FP8_E5M2, FEATHER_LAYOUT_COMFY},
+        {FEATHER_SCALE_TENSOR, 0, FEATHER_FP8_E4M3FN, FEATHER_LAYOUT_COMFY},
+    };
+    const int threads[] = {1, 2, 3, 5};
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        REQUIRE(make_pair_as(orig, conv, pairs[p].mode, pairs[p].group, pairs[p].fmt, pairs[p].layout) == 0);
+        feather_verify_report *first = NULL;
+        REQUIRE(verify_with(conv, orig, 1, FEATHER_SIMD_SCALAR, NULL, &first) == FEATHER_OK);
+        CHECK_EQ_U(first->measured, 3);
+        for (int l = FEATHER_SIMD_SCALAR; l <= (int)feather_simd_cpu(); l++)
+            for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+                feather_verify_report *r = NULL;
+                REQUIRE(verify_with(conv, orig, threads[t], (feather_simd)l, NULL, &r) == FEATHER_OK);
+                REQUIRE(r->count == first->count);
+                for (size_t i = 0; i < r->count; i++)
+                    if (!same_figures(&r->tensors[i], &first->tensors[i]))
+                        test_fail(__FILE__, __LINE__, "pair %zu, %s, %d threads: %s differs from 1 thread, scalar", p,
+                                  feather_simd_name((feather_simd)l), threads[t], r->tensors[i].name);
+                feather_verify_report_free(r);
+            }
+        feather_verify_report_free(first);
+    }
+}
+
+/* The report against the same figures computed here in double precision from the files: the
+ * original, feather_dequantize's weights, activations from a file, and the kernel's output
+ * (feather_gemm). Stated tolerance: 0.001 dB for SNRs, 1e-4 relative for the relative errors and
+ * the output's largest error, 1e-6 for the cosine and for the weights' largest error. */
+TEST(verify_figures_agree_with_a_double_precision_computation) {
+    const char *orig = test_path("o.safetensors"), *conv = test_path("c.safetensors"), *acts = test_path("a.safetensors");
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_CHANNEL, 0) == 0);
+    const uint64_t m = 7;
+    const tspec act_spec[] = {{"l0.attn.qkv", FEATHER_F16, 2, {m, 64}},
+                              {"l0.mlp.fc1", FEATHER_F16, 2, {m, 64}},
+                              {"l0.mlp.fc2", FEATHER_F16, 2, {m, 128}}};
+    REQUIRE(tu_write_model(acts, act_spec, 3, 5, NULL) == 0);
+    feather_verify_report *rep = NULL;
+    REQUIRE(verify_with(conv, orig, 2, feather_simd_cpu(), acts, &rep) == FEATHER_OK);
+    CHECK_EQ_U(rep->measured, 3);
+
+    feather_reader *ro = NULL, *rc = NULL, *ra = NULL;
+    feather_error err = {0};
+    REQUIRE(feather_open(&ro, orig, 0, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&rc, conv, 0, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&ra, acts, 0, &err) == FEATHER_OK);
+    feather_ctx *ctx = feather_ctx_new(1);
+    for (size_t i = 0; i < 3; i++) {
+        char wname[64], sname[64];
+        snprintf(wname, sizeof wname, "%s.weight", act_spec[i].name);
+        snprintf(sname, sizeof sname, "%s.weight_scale", act_spec[i].name);
+        const feather_tensor *tw = feather_find(ro, wname), *tq = feather_find(rc, wname), *ts = feather_find(rc, sname),
+                             *ta = feather_find(ra, act_spec[i].name);
+        const feather_verify_tensor *vt = find(rep, wname);
+        REQUIRE(tw && tq && ts && ta && vt && vt->measured && vt->output_measured);
+        const uint64_t n = tw->shape[0], k = tw->shape[1];
+        const void *w, *q, *sc, *a;
+        REQUIRE(!feather_tensor_data(ro, tw, &w, &err) && !feather_tensor_data(rc, tq, &q, &err) &&
+                !feather_tensor_data(rc, ts, &sc, &err) && !feather_tensor_data(ra, ta, &a, &err));
+        float *scales = malloc(n * sizeof(float)), *deq = malloc(n * k * sizeof(float));
+        uint16_t *a16 = malloc(m * k * 2), *y = malloc(m * n * 2);
+        memcpy(scales, sc, n * sizeof(float));
+        memcpy(a16, a, m * k * 2);
+        feather_dequantize(q, 1, FEATHER_FP8_E5M2, FEATHER_SCALE_CHANNEL, 0, scales, n, k, deq);
+        feather_gemm_args ga = {.m = m, .n = n, .k = k, .a = a16, .q = q, .scales = scales,
+                                .mode = FEATHER_SCALE_CHANNEL, .y = y};
+        REQUIRE(feather_gemm(ctx, FEATHER_DEVICE_CPU, &ga, &err) == FEATHER_OK);
+        double ww = 0, ee = 0, wd = 0, dd = 0, wmax = 0, sig = 0, noise = 0, omax = 0;
+        for (uint64_t j = 0; j < n * k; j++) {
+            const double x = feather_load_f32(tw->dtype, w, j), d = deq[j];
+            ww += x * x;
+            ee += (x - d) * (x - d);
+            wd += x * d;
+            dd += d * d;
+            if (fabs(x - d) > wmax) wmax = fabs(x - d);
+        }
+        for (uint64_t t = 0; t < m; t++)
+            for (uint64_t r = 0; r < n; r++) {
+                double yr = 0;
+                for (uint64_t j = 0; j < k; j++)
+                    yr += (double)feather_f16_to_f32(a16[t * k + j]) * feather_load_f32(tw->dtype, w, r * k + j);
+                const double e = feather_f16_to_f32(y[t * n + r]) - yr;
+                sig += yr * yr;
+                noise += e * e;
+                if (fabs(e) > omax) omax = fabs(e);
+            }
+        const double wsnr = 10 * log10(ww / ee), osnr = 10 * log10(sig / noise);
+        if (!(fabs(vt->weight_snr_db - wsnr) < 1e-3 && fabs(vt->weight_rel_rms / sqrt(ee / ww) - 1) < 1e-4 &&
+              fabs(vt->weight_cos - wd / sqrt(ww * dd)) < 1e-6 && fabs(vt->weight_max_abs - wmax) <= 1e-6 * wmax &&
+              fabs(vt->output_snr_db - osnr) < 1e-3 && fabs(vt->output_rel_err / sqrt(noise / sig) - 1) < 1e-4 &&
+              fabs(vt->output_max_abs / omax - 1) < 1e-4))
+            test_fail(__FILE__, __LINE__,
+                      "%s: report %.6f dB / %.6f dB (output), double %.6f dB / %.6f dB; cos %.9f vs %.9f; max %g vs %g, %g vs %g",
+                      wname, vt->weight_snr_db, vt->output_snr_db, wsnr, osnr, vt->weight_cos, wd / sqrt(ww * dd),
+                      vt->weight_max_abs, wmax, vt->output_max_abs, omax);
+        free(scales);
+        free(deq);
+        free(a16);
+        free(y);
+    }
+    feather_ctx_free(ctx);
+    feather_close(ro);
+    feather_close(rc);
+    feather_close(ra);
+    feather_verify_report_free(rep);
 }
