@@ -2,6 +2,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <immintrin.h>
+
 #include "hash_simd.h"
 
 FEATHER_XXH3_IMPL(feather_xxh3_avx512)

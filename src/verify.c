@@ -117,9 +117,9 @@ static uint64_t name_hash(const char *s) { return XXH3_64bits(s, strlen(s)); }
 typedef struct act_job {
     const feather_tensor *t; /* from the activations file, or NULL */
     const void *src;
-    uint64_t seed, k, lda;
+    uint64_t seed, k, m;
     uint16_t *a16;           /* (M, K) */
-    float *a32;              /* (M, lda), zero padded */
+    float *a32;              /* verify_rows.h's layout, zeros past K */
 } act_job;
 
 static void act_rows(void *arg, size_t b, size_t e, int worker) {
@@ -141,18 +141,18 @@ static void act_rows(void *arg, size_t b, size_t e, int worker) {
                 v = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
             }
             j->a16[i] = feather_f32_to_f16(v);
-            j->a32[row * j->lda + c] = feather_f16_to_f32(j->a16[i]); /* both sides see the same fp16 inputs */
+            j->a32[vrows_a_index(j->m, row, c)] = feather_f16_to_f32(j->a16[i]); /* both sides see the same fp16 inputs */
         }
-        for (uint64_t c = j->k; c < j->lda; c++) j->a32[row * j->lda + c] = 0.0f;
+        for (uint64_t c = j->k; c % VROWS_KC; c++) j->a32[vrows_a_index(j->m, row, c)] = 0.0f;
     }
 }
 
 /* Fills M×K activations: from the activations file when it has this layer, else seeded
- * normal values rounded to fp16 (the kernel's input type). a32 has rows of lda = K rounded up
- * to 16 (zeros past K), as verify_rows.h wants. */
+ * normal values rounded to fp16 (the kernel's input type); a32 holds them as f32 in
+ * verify_rows.h's layout. */
 static feather_status activations(feather_ctx *ctx, feather_reader *act, const char *wname,
                                   const feather_verify_options *o, uint64_t k, uint16_t **a16, float **a32,
-                                  uint64_t *m, uint64_t *lda, feather_error *err) {
+                                  uint64_t *m, feather_error *err) {
     uint64_t rows = o->tokens ? o->tokens : 16;
     const feather_tensor *t = NULL;
     if (act) {
@@ -172,11 +172,10 @@ static feather_status activations(feather_ctx *ctx, feather_reader *act, const c
         if (st) return st;
     }
     *m = rows;
-    *lda = (k + VROWS_L - 1) / VROWS_L * VROWS_L;
     *a16 = malloc(rows * k * sizeof(uint16_t));
-    *a32 = malloc(rows * *lda * sizeof(float));
+    *a32 = malloc(vrows_a_size(rows, k) * sizeof(float));
     if (!*a16 || !*a32) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-    act_job j = {.t = t, .src = src, .seed = o->seed ^ name_hash(wname), .k = k, .lda = *lda, .a16 = *a16, .a32 = *a32};
+    act_job j = {.t = t, .src = src, .seed = o->seed ^ name_hash(wname), .k = k, .m = rows, .a16 = *a16, .a32 = *a32};
     feather_parallel_for(ctx, rows, 1, act_rows, &j);
     return FEATHER_OK;
 }
@@ -363,8 +362,8 @@ static feather_status weight_begin(vstate *v, weight_run *w, tensor_job *j, cons
                                    const void *q, const float *scales, feather_scale_mode mode, unsigned group,
                                    uint64_t n, uint64_t k, const feather_tensor *ref, const void *refdata) {
     feather_error *err = v->err;
-    uint64_t m = 0, lda = 0;
-    feather_status st = activations(v->ctx, v->act, name, v->o, k, &w->a16, &w->a32, &m, &lda, err);
+    uint64_t m = 0;
+    feather_status st = activations(v->ctx, v->act, name, v->o, k, &w->a16, &w->a32, &m, err);
     if (st) return st;
     /* An e4m3 checkpoint has no kernel: its product is taken with the dequantised weight, in
      * the rows pass. */
@@ -378,7 +377,7 @@ static feather_status weight_begin(vstate *v, weight_run *w, tensor_job *j, cons
         return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
     w->vw = (vrows_weight){.w = refdata, .wdt = ref->dtype, .q = q, .packed = li->packed, .fmt = li->fmt,
                            .scales = scales, .mode = mode, .group = group, .n = n, .k = k, .a = w->a32,
-                           .m = m, .lda = lda, .yref = w->yref, .ydeq = w->ydeq, .rowsums = w->rowsums};
+                           .m = m, .yref = w->yref, .ydeq = w->ydeq, .rowsums = w->rowsums};
     j->units = UNITS_ROWS;
     j->vw = &w->vw;
     if (w->kernel) {

@@ -29,10 +29,10 @@ static unsigned prep_scalar(const void *w, feather_dtype dt, const uint8_t *q, s
 }
 
 static void mul_scalar(const float *a, size_t lda, unsigned m, const float *w, size_t ldw, unsigned rows,
-                       unsigned len, float *acc) {
+                       unsigned len, float *acc, size_t ldacc) {
     for (unsigned r = 0; r < rows; r++)
         for (unsigned t = 0; t < m; t++) {
-            float *o = acc + ((size_t)r * m + t) * VROWS_L;
+            float *o = acc + (r * ldacc + t) * VROWS_L;
             const float *ar = a + t * lda, *wr = w + r * ldw;
             for (unsigned v = 0; v < len; v += VROWS_L)
                 for (unsigned j = 0; j < VROWS_L; j++) o[j] = fmaf(ar[v + j], wr[v + j], o[j]);
@@ -79,8 +79,9 @@ uint64_t feather_vrows_block(const vrows_kernels *kn, const vrows_weight *w, uin
     const uint64_t glen = w->mode == FEATHER_SCALE_BLOCK && w->group ? w->group : k, gpr = k / glen;
     const size_t esz = dtype_size(w->wdt);
     uint64_t bad = 0;
-    for (uint64_t k0 = 0; k0 < w->lda; k0 += VROWS_KC) {
-        const unsigned len = (unsigned)(w->lda - k0 < VROWS_KC ? w->lda - k0 : VROWS_KC), nv = len / VROWS_L;
+    const uint64_t kp = (k + VROWS_L - 1) / VROWS_L * VROWS_L; /* K padded to whole vectors */
+    for (uint64_t k0 = 0; k0 < kp; k0 += VROWS_KC) {
+        const unsigned len = (unsigned)(kp - k0 < VROWS_KC ? kp - k0 : VROWS_KC), nv = len / VROWS_L;
         /* vectors wholly inside K; the last one of the last chunk may be partial */
         const unsigned nfull = k0 + len <= k ? nv : (unsigned)((k - k0) / VROWS_L);
         /* The next chunk's codes are asked for now: a packed weight's codes for a block lie
@@ -129,8 +130,13 @@ uint64_t feather_vrows_block(const vrows_kernels *kn, const vrows_weight *w, uin
                                 dfr ? dfr + nfull * VROWS_L : NULL, sr);
             }
         }
-        kn->mul(w->a + k0, w->lda, (unsigned)m, wf, VROWS_KC, rows, len, acc);
-        if (acc2) kn->mul(w->a + k0, w->lda, (unsigned)m, df, VROWS_KC, rows, len, acc2);
+        /* a tile of activation rows at a time: its chunk and accumulators stay in L1 */
+        for (uint64_t t0 = 0; t0 < m; t0 += VROWS_MT) {
+            const float *at = w->a + vrows_a_index(m, t0, k0);
+            const unsigned mt = (unsigned)(m - t0 < VROWS_MT ? m - t0 : VROWS_MT);
+            kn->mul(at, VROWS_KC, mt, wf, VROWS_KC, rows, len, acc + t0 * VROWS_L, m);
+            if (acc2) kn->mul(at, VROWS_KC, mt, df, VROWS_KC, rows, len, acc2 + t0 * VROWS_L, m);
+        }
     }
     for (unsigned r = 0; r < rows; r++) {
         const uint64_t nn = n0 + r;

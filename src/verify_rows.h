@@ -23,12 +23,9 @@
 #include "feather/quant.h"
 
 #define VROWS_L 16   /* lanes */
-#ifndef VROWS_RB
-#define VROWS_RB 8
-#endif
-#ifndef VROWS_KC
-#define VROWS_KC 256
-#endif
+#define VROWS_RB 16  /* weight rows per block (one task) */
+#define VROWS_KC 256 /* k per chunk and activation rows per tile: the block's chunk, a tile's */
+#define VROWS_MT 16  /* chunk and their accumulators (16 KiB each) stay in L1 */
 
 /* Weight sums of one row, per lane. */
 enum { VS_WW, VS_EE, VS_WD, VS_DD, VS_MAX, VS_COUNT };
@@ -40,10 +37,10 @@ typedef struct vrows_kernels {
      * of Inf/NaN codes among the 16·nv. */
     unsigned (*prep)(const void *w, feather_dtype dt, const uint8_t *q, size_t qstride, feather_fp8 fmt,
                      const float *svec, unsigned nv, float *wf, float *df, float *sums);
-    /* For r < rows, t < m, j < 16 and v = 0, 1, … < len/16 in that order:
-     * acc[(r·m + t)·16 + j] = fmaf(a[t·lda + 16v + j], w[r·ldw + 16v + j], acc[(r·m + t)·16 + j]). */
+    /* For r < rows, t < m, j < 16 and v = 0, 1, … < len/16 in that order, with
+     * c = acc + (r·ldacc + t)·16: c[j] = fmaf(a[t·lda + 16v + j], w[r·ldw + 16v + j], c[j]). */
     void (*mul)(const float *a, size_t lda, unsigned m, const float *w, size_t ldw, unsigned rows,
-                unsigned len, float *acc);
+                unsigned len, float *acc, size_t ldacc);
     /* Inf/NaN codes among n bytes (e5m2: exponent all ones; e4m3fn: S.1111.111). */
     uint64_t (*bad_codes)(const uint8_t *q, uint64_t n, feather_fp8 fmt);
 } vrows_kernels;
@@ -63,13 +60,23 @@ typedef struct vrows_weight {
     feather_scale_mode mode;
     unsigned group;
     uint64_t n, k;
-    const float *a;           /* activations (M, lda) f32, lda = K rounded up to 16, zero padded */
-    uint64_t m, lda;
+    const float *a;           /* activations f32 in chunks: see vrows_a_index */
+    uint64_t m;
     /* outputs */
     float *yref;              /* (M, N): Σ a·w */
     float *ydeq;              /* (M, N): Σ a·d, or NULL */
     double *rowsums;          /* (N, VS_COUNT) */
 } vrows_weight;
+
+/* The activations are stored chunk by chunk (VROWS_KC values of k, every activation row), so
+ * the part a block's chunk reads is one contiguous stream: element (t, k) of M rows sits at
+ * vrows_a_index(M, t, k), in vrows_a_size(M, K) floats; positions past K hold zeros. */
+static inline size_t vrows_a_index(uint64_t m, uint64_t t, uint64_t k) {
+    return (size_t)(((k / VROWS_KC) * m + t) * VROWS_KC + k % VROWS_KC);
+}
+static inline size_t vrows_a_size(uint64_t m, uint64_t k) {
+    return (size_t)((k + VROWS_KC - 1) / VROWS_KC * m * VROWS_KC);
+}
 
 /* Per-worker scratch, in floats. */
 size_t feather_vrows_scratch(const vrows_weight *w);

@@ -72,10 +72,10 @@ static unsigned prep(const void *w, feather_dtype dt, const uint8_t *q, size_t q
     }
 }
 
-#define ACC(r, t) (acc + ((size_t)(r) * m + (t)) * 16 + h)
+#define ACC(r, t) (acc + ((r) * ldacc + (t)) * 16 + h)
 
 static void mul(const float *a, size_t lda, unsigned m, const float *w, size_t ldw, unsigned rows, unsigned len,
-                float *acc) {
+                float *acc, size_t ldacc) {
     for (unsigned h = 0; h < 16; h += 8) {
         unsigned r = 0;
         for (; r + 2 <= rows; r += 2) {

@@ -64,10 +64,10 @@ static unsigned prep(const void *w, feather_dtype dt, const uint8_t *q, size_t q
     }
 }
 
-#define ACC(r, t) (acc + ((size_t)(r) * m + (t)) * 16)
+#define ACC(r, t) (acc + ((r) * ldacc + (t)) * 16)
 
 static void mul(const float *a, size_t lda, unsigned m, const float *w, size_t ldw, unsigned rows, unsigned len,
-                float *acc) {
+                float *acc, size_t ldacc) {
     unsigned r = 0;
     for (; r + 4 <= rows; r += 4) {
         const float *w0 = w + r * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;

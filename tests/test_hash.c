@@ -1,6 +1,6 @@
 /* The content hash: the wider XXH3 builds (src/hash_simd.h) give libxxhash's digests, one-shot
- * and streamed in uneven pieces; the shard hasher fed in another order than the file's gives
- * feather_shard_xxh3. */
+ * and streamed in uneven pieces, and leave no vector state behind; the shard hasher fed in
+ * another order than the file's gives feather_shard_xxh3. */
 #include "test.h"
 #include "testutil.h"
 #include "hash_simd.h"
@@ -28,7 +28,11 @@ TEST(hash_wider_builds_give_libxxhash_digests) {
         int wrong = 0;
         /* every length through the short-input paths and the first stripes, then long ones */
         for (size_t len = 0; len < 2100; len++) wrong += x->hash(buf + len % 7, len) != XXH3_64bits(buf + len % 7, len);
-        wrong += x->hash(buf, big) != XXH3_64bits(buf, big);
+        const uint64_t h = x->hash(buf, big);
+        /* the long-input path must leave the vector registers' upper halves clean */
+        const int dirty = tu_vector_upper_in_use();
+        wrong += h != XXH3_64bits(buf, big);
+        CHECK(dirty != 1);
         void *st = x->stream_new();
         REQUIRE(st);
         for (size_t off = 0; off < big;) {
@@ -37,7 +41,9 @@ TEST(hash_wider_builds_give_libxxhash_digests) {
             x->stream_update(st, buf + off, piece);
             off += piece;
         }
-        wrong += x->stream_digest(st) != XXH3_64bits(buf, big);
+        const uint64_t hs = x->stream_digest(st);
+        CHECK(tu_vector_upper_in_use() != 1);
+        wrong += hs != XXH3_64bits(buf, big);
         x->stream_free(st);
         CHECK_EQ_U(wrong, 0);
     }

@@ -24,8 +24,7 @@ typedef struct vdata {
     vcase c;
     void *w;
     uint8_t *q, *plain; /* plain: codes as (N, K) */
-    float *scales, *a;
-    uint64_t lda;
+    float *scales, *a; /* a: verify_rows.h's layout */
 } vdata;
 
 static int is_bad(uint8_t c, feather_fp8 f) {
@@ -54,10 +53,10 @@ static void make_data(vdata *d, const vcase *c, uint64_t seed) {
     const uint64_t ns = c->mode == FEATHER_SCALE_CHANNEL ? n : c->mode == FEATHER_SCALE_BLOCK ? n * (k / c->group) : 1;
     d->scales = malloc(ns * sizeof(float));
     for (uint64_t i = 0; i < ns; i++) d->scales[i] = (float)(1e-4 * (1 + (tu_rand(&s) % 1000)));
-    d->lda = (k + 15) / 16 * 16;
-    d->a = calloc(c->m * d->lda, sizeof(float));
+    d->a = calloc(vrows_a_size(c->m, k), sizeof(float));
     for (uint64_t t = 0; t < c->m; t++)
-        for (uint64_t j = 0; j < k; j++) d->a[t * d->lda + j] = feather_f16_to_f32(feather_f32_to_f16((float)tu_normal(&s)));
+        for (uint64_t j = 0; j < k; j++)
+            d->a[vrows_a_index(c->m, t, j)] = feather_f16_to_f32(feather_f32_to_f16((float)tu_normal(&s)));
 }
 
 static void free_data(vdata *d) {
@@ -82,11 +81,13 @@ static void run_level(const vdata *d, feather_simd level, vout *o) {
     vrows_kernels kn;
     feather_vrows_kernels(level, &kn);
     vrows_weight w = {.w = d->w, .wdt = c->dt, .q = d->q, .packed = c->packed, .fmt = c->fmt, .scales = d->scales,
-                      .mode = c->mode, .group = c->group, .n = c->n, .k = c->k, .a = d->a, .m = c->m, .lda = d->lda,
+                      .mode = c->mode, .group = c->group, .n = c->n, .k = c->k, .a = d->a, .m = c->m,
                       .yref = o->yref, .ydeq = o->ydeq, .rowsums = o->rowsums};
     float *scr = aligned_alloc(64, (feather_vrows_scratch(&w) + 15) / 16 * 64);
     o->bad = 0;
     for (uint64_t b = 0; b < (c->n + VROWS_RB - 1) / VROWS_RB; b++) o->bad += feather_vrows_block(&kn, &w, b, scr);
+    if (tu_vector_upper_in_use() == 1) /* SSE code after the kernels would crawl */
+        test_fail(__FILE__, __LINE__, "%s kernels leave the vector registers' upper halves in use", feather_simd_name(level));
     free(scr);
 }
 
@@ -136,7 +137,7 @@ static void check_against_double(const vdata *d, const vout *o) {
         for (uint64_t t = 0; t < c->m; t++) {
             double yw = 0, yd = 0, sw = 0, sd = 0;
             for (uint64_t j = 0; j < c->k; j++) {
-                const double a = d->a[t * d->lda + j], w = feather_load_f32(c->dt, d->w, r * c->k + j);
+                const double a = d->a[vrows_a_index(c->m, t, j)], w = feather_load_f32(c->dt, d->w, r * c->k + j);
                 const double dv = feather_fp8_to_f32(d->plain[r * c->k + j], c->fmt) * scale_at(d, r, j);
                 yw += a * w;
                 sw += fabs(a * w);

@@ -88,3 +88,22 @@ int tu_files_equal(const char *a, const char *b) {
     free(y);
     return eq;
 }
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+int tu_vector_upper_in_use(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    /* XGETBV with ECX = 1 (XINUSE) needs CPUID.(0Dh, 1):EAX[2] and an OS that enabled XSAVE */
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || __get_cpuid_max(0, NULL) < 0xd) return -1;
+    __cpuid_count(0xd, 1, a, b, c, d);
+    if (!(a & (1u << 2))) return -1;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
+    return (lo & ((1u << 2) | (1u << 6))) != 0; /* YMM upper halves, ZMM0-15 upper halves */
+#else
+    return -1;
+#endif
+}

@@ -24,4 +24,9 @@ double tu_normal(uint64_t *state);
 uint8_t *tu_read_file(const char *path, size_t *len);
 int tu_files_equal(const char *a, const char *b);
 
+/* 1 when the upper halves of the vector registers (YMM0-15, ZMM0-15) are in use: code that
+ * returns like that (no vzeroupper) makes later SSE code slow on recent Intel cores. 0 when
+ * they are not, -1 when the CPU cannot tell (no XGETBV with ECX = 1). */
+int tu_vector_upper_in_use(void);
+
 #endif
