@@ -93,8 +93,16 @@ int tu_files_equal(const char *a, const char *b) {
 #include <cpuid.h>
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_ASAN 1
+#endif
+#endif
+
 int tu_vector_upper_in_use(void) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(TU_ASAN) /* the sanitizer's own routines leave the state in use */
     unsigned a, b, c, d;
     /* XGETBV with ECX = 1 (XINUSE) needs CPUID.(0Dh, 1):EAX[2] and an OS that enabled XSAVE */
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || __get_cpuid_max(0, NULL) < 0xd) return -1;

@@ -26,7 +26,7 @@ int tu_files_equal(const char *a, const char *b);
 
 /* 1 when the upper halves of the vector registers (YMM0-15, ZMM0-15) are in use: code that
  * returns like that (no vzeroupper) makes later SSE code slow on recent Intel cores. 0 when
- * they are not, -1 when the CPU cannot tell (no XGETBV with ECX = 1). */
+ * they are not, -1 when it cannot be told (no XGETBV with ECX = 1, or an ASan build). */
 int tu_vector_upper_in_use(void);
 
 #endif
