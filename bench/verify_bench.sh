@@ -7,6 +7,7 @@
 #   bench/verify_bench.sh [DIR] [BLOCKS] [REPS]   (default /tmp/feather-vbench, 2 Flux blocks at
 #                                                  hidden 3072: 2.3 GB bf16; 3 runs each)
 # Needs the programs in ${FEATHER_BIN:-build} (a GPU=cuda or GPU=hip build for the GPU rows).
+# BASELINE_BIN=DIR adds M=16 rows for DIR/feather-verify (another version), in the same run.
 set -eu
 dir=${1:-/tmp/feather-vbench}
 blocks=${2:-2}
@@ -53,3 +54,10 @@ for dev in cpu gpu; do
             "$(med "$bin/feather-verify" -q --device $dev --tokens $m --reference "$in" --json "$dir/$dev-$m.json" "$out")"
     done
 done
+if [ -n "${BASELINE_BIN:-}" ]; then
+    for dev in cpu gpu; do
+        [ $dev = gpu ] && grep -q 'GPU' "$dir/probe.txt" 2>/dev/null && ! grep -q 'measured' "$dir/probe.txt" && continue
+        row "baseline: --reference, $dev, M=16" \
+            "$(med "$BASELINE_BIN/feather-verify" -q --device $dev --reference "$in" "$out")"
+    done
+fi
