@@ -331,8 +331,8 @@ typedef struct vstate {
     vrows_kernels kern;
 } vstate;
 
-/* A converted weight measured against its original: job j already holds the hashes; this adds
- * the row blocks, runs it, and fills the figures unless the caller finds a problem (*keep). */
+/* Measuring one converted weight against its original: weight_begin, the tensor's job (its row
+ * blocks), then weight_end when no problem turned up; weight_run_free in every case. */
 typedef struct weight_run {
     uint16_t *a16, *y;
     float *a32, *yref, *ydeq, *yf;
