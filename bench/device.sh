@@ -4,6 +4,8 @@
 # the whole test suite with the GPU tests for real, then the matrix-product benchmark. Logs go
 # to $OUT (default ./device-out); a short summary is printed last.
 #   sh bench/device.sh [bench arguments...]
+# B=DIR: build directory (default build); PREBUILT=1: use DIR as built elsewhere (same CUDA),
+# skipping the build. Tests and benchmark run under timeouts (a hung kernel costs device time).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -24,20 +26,23 @@ command -v make >/dev/null 2>&1 || export PATH="$PWD/.device/bin:$PATH"
     nvcc --version
 } >"$OUT/env.txt" 2>&1
 
+B=${B:-build}
 t0=$(date +%s)
-if ! make GPU=cuda NO_DEPS=1 -j"$JOBS" all build/test-runner build/libfeather_kernels.so >"$OUT/build.log" 2>&1; then
+if [ "${PREBUILT:-0}" = 1 ]; then
+    echo "prebuilt $B" >"$OUT/build.log"
+elif ! make GPU=cuda NO_DEPS=1 BUILD="$B" -j"$JOBS" all "$B/test-runner" "$B/libfeather_kernels.so" >"$OUT/build.log" 2>&1; then
     tail -40 "$OUT/build.log"
     echo "BUILD FAILED (log: build.log)"
     exit 1
 fi
 t1=$(date +%s)
 if command -v cuobjdump >/dev/null 2>&1; then
-    cuobjdump --dump-resource-usage build/obj/kernels/gemm.o >"$OUT/resources.txt" 2>&1
-    cuobjdump --dump-sass build/obj/kernels/gemm.o >/tmp/gemm.sass 2>&1
+    cuobjdump --dump-resource-usage "$B/obj/kernels/gemm.o" >"$OUT/resources.txt" 2>&1
+    cuobjdump --dump-sass "$B/obj/kernels/gemm.o" >/tmp/gemm.sass 2>&1
     echo "SASS: $(grep -c 'HMMA.16816.F32' /tmp/gemm.sass) HMMA.16816.F32, $(grep -c 'HGMMA' /tmp/gemm.sass) HGMMA, $(grep -c 'PRMT' /tmp/gemm.sass) PRMT, $(grep -c 'LDGSTS' /tmp/gemm.sass) LDGSTS, $(grep -c 'LDL\|STL' /tmp/gemm.sass) local"
 fi
 if [ "${TESTS:-1}" = 1 ]; then
-    FEATHER_BIN=$PWD/build build/test-runner >"$OUT/test.log" 2>&1
+    FEATHER_BIN=$PWD/$B timeout "${TEST_TIMEOUT:-400}" "$B/test-runner" ${TESTS_FILTER:-} >"$OUT/test.log" 2>&1
     test_rc=$?
 else
     test_rc=-1
@@ -47,17 +52,17 @@ t2=$(date +%s)
 # VERIFY=1: the verification benchmark (CPU and GPU matmul) and Python's safetensors loading
 # converted outputs (packed, and repacked to the comfy layout).
 if [ "${VERIFY:-0}" = 1 ]; then
-    FEATHER_BIN=build sh bench/verify_bench.sh /tmp/feather-vbench 2 >"$OUT/verify_bench.txt" 2>&1
+    FEATHER_BIN=$B sh bench/verify_bench.sh /tmp/feather-vbench 2 >"$OUT/verify_bench.txt" 2>&1
     s=/tmp/feather-load
     mkdir -p $s
-    build/feather-sample -q --force --family qwen-image --hidden 256 --blocks 2 -o $s/q.safetensors &&
-        build/feather-convert -q --force --scale tensor -o $s/p.safetensors $s/q.safetensors &&
-        build/feather-convert -q --force --scale tensor --layout comfy -o $s/c.safetensors $s/p.safetensors &&
+    "$B/feather-sample" -q --force --family qwen-image --hidden 256 --blocks 2 -o $s/q.safetensors &&
+        "$B/feather-convert" -q --force --scale tensor -o $s/p.safetensors $s/q.safetensors &&
+        "$B/feather-convert" -q --force --scale tensor --layout comfy -o $s/c.safetensors $s/p.safetensors &&
         python3 bench/load_check.py $s/p.safetensors $s/c.safetensors $s/q.safetensors >"$OUT/load_check.txt" 2>&1
     echo "load check rc $?" >>"$OUT/load_check.txt"
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-    PYTHONUNBUFFERED=1 python3 bench/gemm_bench.py --lib build/libfeather_kernels.so --out "$OUT" "$@" >"$OUT/bench.log" 2>&1
+    PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-400}" python3 bench/gemm_bench.py --lib "$B/libfeather_kernels.so" --out "$OUT" "$@" >"$OUT/bench.log" 2>&1
     bench_rc=$?
 else
     bench_rc=-1
@@ -68,7 +73,7 @@ nvidia-smi -q -d CLOCK >"$OUT/clocks_after.txt" 2>&1
 if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null 2>&1; then
     timeout 240 ncu --clock-control none --kernel-name regex:fk_gemm_skinny --launch-skip 3 --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
-        python3 bench/gemm_bench.py --lib build/libfeather_kernels.so --out /tmp --ms 1 --shapes 8192x8192 \
+        python3 bench/gemm_bench.py --lib "$B/libfeather_kernels.so" --out /tmp --ms 1 --shapes 8192x8192 \
         --modes tensor --variants 1 --reps 3 >"$OUT/ncu.txt" 2>&1
     echo "== ncu (skinny16, M=1, 8192x8192) =="
     grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Warp Cycles Per Issued|L2 Hit" "$OUT/ncu.txt" | head -12

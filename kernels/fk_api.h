@@ -27,6 +27,8 @@ enum {
     FK_VARIANT_WGMMA = 6,     /* Hopper (sm_90a) wgmma, 128 weight rows × 128 rows of A */
     FK_VARIANT_WGMMA64 = 7,   /* the same with 64 rows of A */
     FK_VARIANT_WGMMA256 = 8,  /* the same with 256 rows of A (not with block scales) */
+    FK_VARIANT_WS128 = 9,     /* Hopper wgmma, warp-specialised: TMA producer warp, persistent, 128 × 128 */
+    FK_VARIANT_WS64 = 10,     /* the same with 64 rows of A */
     FK_VARIANT_COUNT
 };
 
