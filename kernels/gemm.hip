@@ -537,12 +537,21 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
         return kind != FK_SCALE_BLOCK && n * k <= (40ll << 20) ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
-    /* Hopper above M = 32: the warp-specialised wgmma kernel, tiles of 128 rows of A from
-     * M = 256, else 64 (H100 measurements at M = 64…4096: as fast as or faster than the cp.async
-     * wgmma and the tiled kernels at every benchmarked shape but one, 12288×3072 at M = 128,
-     * 4 % slower) */
-    if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0))
-        return m >= 256 ? FK_VARIANT_WS128 : FK_VARIANT_WS64;
+    if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
+        /* Hopper above M = 32: the warp-specialised wgmma kernel, tiles of 128 rows of A from
+         * M = 256, else 64 (H100 measurements at M = 64…4096: as fast as or faster than the
+         * cp.async wgmma and the tiled kernels at every benchmarked shape but one, 12288×3072 at
+         * M = 128, 4 % slower) */
+        if (kind != FK_SCALE_BLOCK) return m >= 256 ? FK_VARIANT_WS128 : FK_VARIANT_WS64;
+        /* Block scales: the group flush (a wait and 64 fma per thread per group) bounds both
+         * kernels near 300 TFLOP/s; at M = 4096 the cp.async one measured as fast (3072×3072) or
+         * 1–4 % faster. */
+        if (m >= 256) return FK_VARIANT_WGMMA;
+        /* below that, blocks of 64 rows of A, unless too few of them for a long K: then the
+         * tiled kernel, which splits K */
+        long long blocks = ((n + 127) / 128) * ((m + 63) / 64);
+        if (blocks >= 64 || k <= 4096) return FK_VARIANT_WGMMA64;
+    }
 #else
     (void)kind; (void)group;
 #endif
