@@ -3,7 +3,8 @@
  * weight is the register operand. Two versions of the same arithmetic: the first (below) moves
  * tiles with cp.async issued by every thread and a block barrier per chunk; the second, further
  * down and the one the library picks, is warp-specialised (a TMA producer warp, mbarriers) and
- * persistent; the first remains its fallback where no tensor map can be made. A warpgroup computes a 64 × BNA tile of Yᵀ = W · Aᵀ: its
+ * persistent; the first remains its fallback where no tensor map can be made.
+ * A warpgroup computes a 64 × BNA tile of Yᵀ = W · Aᵀ: its
  * operand A is 64 weight rows × 16 k, built in registers from the packed records (bytes → high
  * bytes of fp16, as everywhere), its operand B is BNA activation rows × 16 k read by the tensor
  * cores from shared memory (K-major, 128-byte swizzle). Two warpgroups share each activation
