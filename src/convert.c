@@ -5,6 +5,7 @@
  * it is produced; memory holds at most one converted tensor's bytes and scales. Outputs are
  * built under temporary names and all renamed into place only when everything succeeded. */
 #include "internal.h"
+#include "gpu_host.h"
 #include "feather/convert.h"
 
 #include <cJSON.h>
@@ -93,10 +94,12 @@ typedef struct conv {
     feather_plan *plan;
     feather_convert_result *res;
     feather_error *err;
+    feather_device dev; /* CPU or GPU: where weights are quantised */
     char options[2048];
     uint64_t done, total;
     /* Two slots of one tensor's output each, grown as needed: the writer thread streams one
-     * while the next is produced. */
+     * while the next is produced. On the GPU the code slots are page-locked, so the codes come
+     * back from the device straight into them. */
     uint8_t *qs[2];
     size_t q_caps[2];
     float *ss[2];
@@ -358,8 +361,16 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
     const feather_tensor *t = e->tensor;
     uint64_t nk = e->n * e->k;
     int packed = c->o->layout == FEATHER_LAYOUT_PACKED;
-    feather_status st = grow((void **)&c->qs[slot], &c->q_caps[slot], nk, err);
-    if (st) return st;
+    feather_status st = FEATHER_OK;
+    if (c->dev == FEATHER_DEVICE_GPU && c->q_caps[slot] < nk) {
+        feather_host_free(c->qs[slot]);
+        c->q_caps[slot] = 0;
+        if (!(c->qs[slot] = feather_host_alloc(nk)))
+            return feather_fail(err, FEATHER_E_NOMEM, "out of memory (%llu bytes for one tensor)", (unsigned long long)nk);
+        c->q_caps[slot] = nk;
+    } else if ((st = grow((void **)&c->qs[slot], &c->q_caps[slot], nk, err))) {
+        return st;
+    }
     c->q = c->qs[slot];
     c->scales = c->ss[slot];
     size_t *s_cap = &c->s_caps[slot];
@@ -373,8 +384,8 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
             return st;
         c->ss[slot] = c->scales;
         memset(&stats, 0, sizeof stats);
-        st = feather_quantize(c->ctx, &qo, t->dtype, data, e->n, e->k, packed, c->q, c->scales,
-                              c->o->no_snr ? NULL : &stats, err);
+        st = feather_quantize_on(c->ctx, c->dev, &qo, t->dtype, data, e->n, e->k, packed, c->q, c->scales,
+                                 c->o->no_snr ? NULL : &stats, err);
         if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
         if (c->o->no_snr) return FEATHER_OK;
         if (stats.nonfinite)
@@ -407,8 +418,8 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         return st;
     c->ss[slot] = c->scales;
     memset(&stats, 0, sizeof stats);
-    st = feather_quantize(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->q, c->scales,
-                          c->o->no_snr ? NULL : &stats, err);
+    st = feather_quantize_on(c->ctx, c->dev, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->q, c->scales,
+                             c->o->no_snr ? NULL : &stats, err);
     if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
     if (!c->o->no_snr) note_snr(c, t, &stats);
     return FEATHER_OK;
@@ -682,11 +693,13 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     memset(res, 0, sizeof *res);
     res->snr_worst_db = INFINITY;
     snprintf(res->output, sizeof res->output, "%s", output);
-    if (o->device == FEATHER_DEVICE_GPU)
-        return feather_fail(err, FEATHER_E_UNSUPPORTED, "--device gpu: this build has no GPU backend");
-
-    conv c = {.ctx = ctx, .o = o, .res = res, .err = err};
-    feather_status st = feather_open(&c.r, input, 0, err);
+    /* The device first: a GPU that is asked for but missing fails before anything is opened
+     * or written. AUTO falls back to the CPU silently (programs say so; see feather-convert). */
+    conv c = {.ctx = ctx, .o = o, .res = res, .err = err, .dev = FEATHER_DEVICE_CPU};
+    feather_status st = feather_device_select(o->device, &c.dev, NULL, NULL, 0, err);
+    if (st) return st;
+    res->used_gpu = c.dev == FEATHER_DEVICE_GPU;
+    st = feather_open(&c.r, input, 0, err);
     if (st) return st;
     if ((st = feather_plan_new(&c.plan, c.r, o, err))) goto out_reader;
     options_string(o, feather_plan_preset(c.plan), c.options, sizeof c.options);
@@ -769,7 +782,8 @@ out_plan:
 out_reader:
     feather_close(c.r);
     for (int i = 0; i < 2; i++) {
-        free(c.qs[i]);
+        if (c.dev == FEATHER_DEVICE_GPU) feather_host_free(c.qs[i]);
+        else free(c.qs[i]);
         free(c.ss[i]);
     }
     free(c.wide);

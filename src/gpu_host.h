@@ -1,0 +1,27 @@
+/* Internal: what the GPU modules share on the host side (src/gpu.c): the one lock of the
+ * device, and page-locked host memory that the GPU's copy engines can read and write directly.
+ * Without a GPU backend the lock reports no GPU and host memory is plain malloc. */
+#ifndef FEATHER_GPU_HOST_H
+#define FEATHER_GPU_HOST_H
+
+#include "internal.h"
+
+/* Takes the GPU lock (every GPU module's device work runs under it) and returns 1 when a GPU
+ * is usable, else 0 with the reason in desc; release with feather_gpu_unlock either way. */
+int feather_gpu_lock(char *desc, size_t len);
+void feather_gpu_unlock(void);
+
+/* Host memory, page-locked when a GPU is usable (else, or when pinning fails, plain malloc).
+ * feather_host_pinned says whether [p, p + len) lies inside one page-locked block: the GPU
+ * quantiser then copies to or from it directly instead of through its staging buffers. */
+void *feather_host_alloc(size_t bytes);
+void feather_host_free(void *p);
+int feather_host_pinned(const void *p, size_t len);
+
+/* Frees what the quantiser keeps on the device between calls (under the lock). */
+void feather_gpu_quant_release_locked(void);
+/* Largest chunk of rows the GPU quantiser streams, in bytes of input (0: the default, 8 MiB);
+ * tests make it tiny to run many chunks through the pipeline, benchmarks compare sizes. */
+void feather_gpu_quant_set_chunk(size_t bytes);
+
+#endif
