@@ -41,8 +41,7 @@ feather_status feather_device_select(feather_device want, feather_device *got, i
         return FEATHER_OK;
     }
     if (want == FEATHER_DEVICE_GPU)
-        return feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: %s%s",
-                            strstr(desc, "without GPU support") ? "" : "no usable GPU: ", desc);
+        return feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: no usable GPU: %s", desc);
     *got = FEATHER_DEVICE_CPU;
     if (fell_back) *fell_back = 1;
     return FEATHER_OK;

@@ -38,7 +38,7 @@ static const char *name_of(const feather_quant_options *o, char *buf, size_t len
 #include <pthread.h>
 
 #define SLOTS 3
-#define PIECE ((size_t)1 << 20) /* bytes per copy work item of the host threads */
+#define PIECE ((size_t)512 << 10) /* bytes per copy work item of the host threads */
 #define HIST_BINS 32768
 
 /* Chunk size in bytes of input (tests and benchmarks change it). */
@@ -551,7 +551,7 @@ static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options
     (void)ctx, (void)o, (void)dt, (void)w, (void)n, (void)k, (void)packed, (void)q, (void)scales, (void)stats;
     char desc[256];
     feather_gpu_available(desc, sizeof desc);
-    return feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: %s", desc);
+    return feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: no usable GPU: %s", desc);
 }
 
 #endif
@@ -565,8 +565,7 @@ feather_status feather_quantize_on(feather_ctx *ctx, feather_device dev, const f
     if ((uint64_t)n * k == 0) { /* nothing to compute, but the device must exist */
         char desc[256];
         if (!feather_gpu_available(desc, sizeof desc))
-            return feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: %s%s",
-                                strstr(desc, "without GPU support") ? "" : "no usable GPU: ", desc);
+            return feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: no usable GPU: %s", desc);
         return feather_quantize(ctx, opts, dtype, w, n, k, packed, q, scales, stats, err);
     }
     /* the CPU's checks, in the CPU's order, so that both devices refuse the same arguments */
