@@ -31,8 +31,9 @@ for mode in $modes; do
         best=""
         for r in $(seq "$runs"); do
             t0=$(date +%s.%N)
-            "$bin/feather-convert" -q --force --device $dev --scale "$mode" -o "$dir/out-$dev.safetensors" "$in" || exit 2
+            "$bin/feather-convert" -q --force --device $dev --scale "$mode" -o "$dir/out.safetensors" "$in" || exit 2
             t1=$(date +%s.%N)
+            mv "$dir/out.safetensors" "$dir/out-$dev.safetensors" # same command line, same recorded output name
             t=$(secs "$t0" "$t1")
             best=$(awk -v a="$t" -v b="${best:-1e9}" 'BEGIN { print (a < b ? a : b) }')
         done

@@ -261,12 +261,24 @@ int main(int argc, char **argv) {
     ablation(FEATHER_BF16, n, k, w);
 #endif
     feather_quant_options o = {.format = FEATHER_FP8_E5M2, .mode = FEATHER_SCALE_BLOCK, .group = 128};
-    printf("pipeline chunk size, bf16 %llux%llu block:128, pageable w and q:\n", (unsigned long long)n, (unsigned long long)k);
+    printf("pipeline chunk size, block:128, pageable w and q (per call: chunks; ms copying on the host, waiting\n"
+           "for the GPU, queueing GPU work; all):\n");
     const size_t chunks[] = {1, 2, 4, 8, 16, 32};
-    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
-        feather_gpu_quant_set_chunk(chunks[c] << 20);
-        double t = best_of(FEATHER_DEVICE_GPU, &o, FEATHER_BF16, w, n, k, q, sc, NULL, reps);
-        printf("  chunks of at most %2zu MiB: %7.2f GB/s\n", chunks[c], n * k * 2 / t / 1e9);
+    for (int small = 0; small < 2; small++) {
+        uint64_t sn = small ? 3072 : n, sk = small ? 3072 : k;
+        for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+            feather_gpu_quant_set_chunk(chunks[c] << 20);
+            feather_gpu_quant_prof pr;
+            best_of(FEATHER_DEVICE_GPU, &o, FEATHER_BF16, w, sn, sk, q, sc, NULL, 0); /* allocations */
+            feather_gpu_quant_profile(NULL, 1);
+            double t = best_of(FEATHER_DEVICE_GPU, &o, FEATHER_BF16, w, sn, sk, q, sc, NULL, reps);
+            feather_gpu_quant_profile(&pr, 1);
+            double nc = (double)(pr.calls ? pr.calls : 1);
+            printf("  bf16 %llux%llu, chunks of at most %2zu MiB: %7.2f GB/s  (%.1f chunks; %.3f copy, %.3f wait, "
+                   "%.3f queue, %.3f ms)\n",
+                   (unsigned long long)sn, (unsigned long long)sk, chunks[c], sn * sk * 2 / t / 1e9, pr.chunks / nc,
+                   pr.copy_s / nc * 1e3, pr.wait_s / nc * 1e3, pr.enqueue_s / nc * 1e3, pr.total_s / nc * 1e3);
+        }
     }
     feather_gpu_quant_set_chunk(0);
     feather_quant_stats st;

@@ -2,7 +2,7 @@
 # One device call for GPU-assisted conversion: (build when build/ holds no runnable programs,)
 # the whole test suite with the GPU tests for real, the quantiser's throughput benchmark and the
 # whole-converter comparison. Logs go to $OUT (default ./device-out); a summary is printed last.
-#   OUT=DIR sh bench/gpu_quant_device.sh
+#   OUT=DIR [TESTS="substrings"] sh bench/gpu_quant_device.sh [gpu_quant_bench arguments]
 # Needs the Debian packages unpacked by `make device-deps` (.device/root), like bench/device.sh.
 set -u
 cd "$(dirname "$0")/.."
@@ -34,8 +34,15 @@ if ! build/feather-convert --version >/dev/null 2>&1 || ! build/test-runner gpu_
     fi
 fi
 t1=$(date +%s)
-FEATHER_BIN=$PWD/build timeout 400 build/test-runner >"$OUT/test.log" 2>&1
-test_rc=$?
+# TESTS: substrings selecting tests (default: the whole suite)
+test_rc=0
+if [ -z "${TESTS:-}" ]; then
+    FEATHER_BIN=$PWD/build timeout 400 build/test-runner >"$OUT/test.log" 2>&1 || test_rc=1
+else
+    for t in $TESTS; do
+        FEATHER_BIN=$PWD/build timeout 400 build/test-runner "$t" >>"$OUT/test.log" 2>&1 || test_rc=1
+    done
+fi
 t2=$(date +%s)
 timeout 300 build/bench/gpu_quant_bench "$@" >"$OUT/bench.txt" 2>&1
 bench_rc=$?

@@ -515,6 +515,20 @@ static feather_status finish_pipe(wpipe *p, feather_error *err) {
     return p->st;
 }
 
+/* The input's hash runs on one thread, in file order. On the CPU it goes before each tensor's
+ * quantisation; on the GPU, where the converting thread mostly waits, beside it. */
+typedef struct hash_job {
+    XXH3_state_t *h;
+    const void *data;
+    size_t len;
+} hash_job;
+
+static void *hash_main(void *arg) {
+    hash_job *j = arg;
+    XXH3_64bits_update(j->h, j->data, j->len);
+    return NULL;
+}
+
 static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) {
     feather_error *err = c->err;
     feather_status st = FEATHER_OK;
@@ -545,7 +559,11 @@ static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) 
             }
         const void *data;
         if ((st = feather_tensor_data(c->r, t, &data, err))) break;
-        XXH3_64bits_update(h, data, t->nbytes);
+        hash_job hj = {h, data, (size_t)t->nbytes};
+        pthread_t hasher;
+        int hashing = c->dev == FEATHER_DEVICE_GPU && converted(e) && t->nbytes >= ((uint64_t)1 << 20) &&
+                      pthread_create(&hasher, NULL, hash_main, &hj) == 0;
+        if (!hashing) XXH3_64bits_update(h, data, t->nbytes);
         if (e->action == FEATHER_KEEP) {
             /* Zero-copy: the mapped bytes go straight to the writer. */
             st = push_job(&p, (wjob){data, t->nbytes, t, -1});
@@ -553,8 +571,12 @@ static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) 
         } else if (e->action == FEATHER_DROP) {
             feather_tensor_release(c->r, t);
         } else {
-            if ((st = take_slot(&p, slot))) break;
+            if ((st = take_slot(&p, slot))) {
+                if (hashing) pthread_join(hasher, NULL);
+                break;
+            }
             st = produce(c, e, data, slot);
+            if (hashing) pthread_join(hasher, NULL);
             /* The input is no longer needed: at most one input tensor and the two output slots
              * are resident at any time. */
             feather_tensor_release(c->r, t);

@@ -23,5 +23,12 @@ void feather_gpu_quant_release_locked(void);
 /* Largest chunk of rows the GPU quantiser streams, in bytes of input (0: the default, 8 MiB);
  * tests make it tiny to run many chunks through the pipeline, benchmarks compare sizes. */
 void feather_gpu_quant_set_chunk(size_t bytes);
+/* Seconds the GPU quantiser's calls spent copying between the caller's memory and staging,
+ * waiting for the GPU, queueing GPU work, and in all; calls and chunks (for the benchmark). */
+typedef struct feather_gpu_quant_prof {
+    double copy_s, wait_s, enqueue_s, total_s;
+    uint64_t calls, chunks;
+} feather_gpu_quant_prof;
+void feather_gpu_quant_profile(feather_gpu_quant_prof *out, int reset);
 
 #endif

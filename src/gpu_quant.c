@@ -8,8 +8,8 @@
  *
  * Streaming. A weight goes through in chunks of rows, each chunk on one of SLOTS streams with
  * its own page-locked staging buffers and device buffers. Iteration c waits for chunk c - SLOTS
- * (the previous user of its slot), lets the context's threads copy that chunk's codes out of
- * staging and chunk c's weights into staging, both at once, then queues chunk c: upload,
+ * (the previous user of its slot), lets a crew of the context's threads copy that chunk's codes
+ * out of staging and chunk c's weights into staging, both at once, then queues chunk c: upload,
  * kernels, download. While the CPU copies, the GPU works on the SLOTS - 1 chunks queued before,
  * and the upload and download engines run side by side. Page-locked w or q (from
  * feather_host_alloc) are copied to or from directly, skipping the staging copy.
@@ -36,8 +36,10 @@ static const char *name_of(const feather_quant_options *o, char *buf, size_t len
 #include "../kernels/quant_hd.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
 
-#define SLOTS 3
+#define SLOTS 4
 #define PIECE ((size_t)512 << 10) /* bytes per copy work item of the host threads */
 #define HIST_BINS 32768
 
@@ -68,6 +70,7 @@ static struct {
     float *d_tot;
     size_t cap_tot;
     float *d_ratio;                 /* FEATHER_GRID_MAX ratios, then the candidates s and inv */
+    unsigned ratio_nr;              /* the grid whose ratios d_ratio holds (0: none) */
     unsigned long long *d_misc;     /* [0] NaN/Inf count, [1] max |w| bits */
     unsigned long long *d_hist;     /* counts, then importance sums */
 } G;
@@ -177,7 +180,12 @@ static void reserve_slots(job *j, int pass) {
     }
 }
 
-/* ---- host copies between the caller's memory and the staging buffers ---- */
+/* ---- host copies between the caller's memory and the staging buffers ----
+ * Each pipeline iteration hands out one round of pieces. Waking a pool per round costs more
+ * than copying a few MiB (measured on a 16-core host: chunks of 2 MiB went at a fifth of the
+ * upload's speed that way), so a call of several chunks takes a crew of the context's threads
+ * once, for the whole call (one feather_parallel_for, run from a helper thread), whose members
+ * poll for rounds; the calling thread publishes each round and copies too. */
 
 typedef struct piece {
     uint8_t *dst;
@@ -185,37 +193,153 @@ typedef struct piece {
     size_t len, count, dstride, sstride; /* count blocks of len bytes */
 } piece;
 
-typedef struct copies {
-    piece *p;
-    size_t n, cap;
-} copies;
+typedef struct crew {
+    piece *p[2];             /* the pieces of rounds of either parity */
+    size_t n[2], cap[2];
+    _Atomic uint64_t next;   /* round << 32 | next piece of that round */
+    atomic_size_t finished;  /* pieces of the current round copied */
+    atomic_uint round;       /* last round published */
+    atomic_int stop;
+    feather_ctx *ctx;
+    int workers;             /* polling threads besides the caller (0: none started) */
+    pthread_t helper;
+} crew;
 
-static int add_piece(copies *c, piece p) {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 64;
-        piece *np = realloc(c->p, cap * sizeof *np);
-        if (!np) return -1;
-        c->p = np;
-        c->cap = cap;
+static void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void copy_piece(const piece *p) {
+    for (size_t r = 0; r < p->count; r++) memcpy(p->dst + r * p->dstride, p->src + r * p->sstride, p->len);
+}
+
+/* Takes and copies pieces of round r until none is left (a piece is taken by one CAS on the
+ * round-tagged counter, so a thread still finishing round r - 1 can never take one of r). */
+static void crew_take(crew *k, unsigned r) {
+    const piece *p = k->p[r & 1];
+    const size_t n = k->n[r & 1];
+    for (;;) {
+        uint64_t v = atomic_load(&k->next);
+        if ((unsigned)(v >> 32) != r || (size_t)(v & 0xffffffffu) >= n) return;
+        if (!atomic_compare_exchange_weak(&k->next, &v, v + 1)) continue;
+        copy_piece(&p[v & 0xffffffffu]);
+        atomic_fetch_add(&k->finished, 1);
     }
-    c->p[c->n++] = p;
+}
+
+static void crew_loop(void *arg, size_t b, size_t e, int w) {
+    (void)b, (void)e, (void)w;
+    crew *k = arg;
+    unsigned seen = atomic_load(&k->round), idle = 0;
+    while (!atomic_load(&k->stop)) {
+        unsigned r = atomic_load(&k->round);
+        if (r != seen) {
+            seen = r;
+            crew_take(k, r);
+            idle = 0;
+        } else if (++idle < 1u << 14) {
+            relax();
+        } else {
+            sched_yield(); /* the GPU is busy for a while: leave the core to others */
+        }
+    }
+}
+
+static void *crew_helper(void *arg) {
+    crew *k = arg;
+    feather_parallel_for(k->ctx, (size_t)k->workers, 1, crew_loop, k);
+    return NULL;
+}
+
+/* Threads for a call of several chunks: at most 7 besides the caller (memory bandwidth, not
+ * cores, bounds the copies), none when the context has one thread. */
+static void crew_start(crew *k, feather_ctx *ctx, uint64_t chunks) {
+    int t = feather_ctx_threads(ctx) - 1;
+    k->ctx = ctx;
+    k->workers = 0;
+    if (chunks < 2 || t < 1) return;
+    k->workers = t < 7 ? t : 7;
+    if (pthread_create(&k->helper, NULL, crew_helper, k)) k->workers = 0;
+}
+
+static void crew_stop(crew *k) {
+    if (k->workers) {
+        atomic_store(&k->stop, 1);
+        pthread_join(k->helper, NULL);
+    }
+    free(k->p[0]);
+    free(k->p[1]);
+}
+
+/* Pieces go into the round being built (the one after the last published). */
+static int add_piece(crew *k, piece p) {
+    int b = (atomic_load(&k->round) + 1) & 1;
+    if (k->n[b] == k->cap[b]) {
+        size_t cap = k->cap[b] ? 2 * k->cap[b] : 64;
+        piece *np = realloc(k->p[b], cap * sizeof *np);
+        if (!np) return -1;
+        k->p[b] = np;
+        k->cap[b] = cap;
+    }
+    k->p[b][k->n[b]++] = p;
     return 0;
 }
 
 /* A contiguous copy, cut into pieces of about PIECE bytes. */
-static int add_flat(copies *c, uint8_t *dst, const uint8_t *src, size_t len) {
+static int add_flat(crew *k, uint8_t *dst, const uint8_t *src, size_t len) {
     for (size_t o = 0; o < len; o += PIECE)
-        if (add_piece(c, (piece){dst + o, src + o, len - o < PIECE ? len - o : PIECE, 1, 0, 0})) return -1;
+        if (add_piece(k, (piece){dst + o, src + o, len - o < PIECE ? len - o : PIECE, 1, 0, 0})) return -1;
     return 0;
 }
 
-static void copy_worker(void *arg, size_t b, size_t e, int w) {
+static void pool_worker(void *arg, size_t b, size_t e, int w) {
     (void)w;
-    copies *c = arg;
-    for (size_t i = b; i < e; i++) {
-        const piece *p = &c->p[i];
-        for (size_t r = 0; r < p->count; r++) memcpy(p->dst + r * p->dstride, p->src + r * p->sstride, p->len);
+    const piece *p = arg;
+    for (size_t i = b; i < e; i++) copy_piece(&p[i]);
+}
+
+/* Copies the round built so far, with the crew (or the context's pool when there is none). */
+static void crew_run(crew *k) {
+    unsigned r = atomic_load(&k->round) + 1;
+    size_t n = k->n[r & 1];
+    if (!n) return;
+    if (!k->workers) {
+        feather_parallel_for(k->ctx, n, 1, pool_worker, k->p[r & 1]);
+        k->n[r & 1] = 0;
+        return;
     }
+    atomic_store(&k->finished, 0);
+    atomic_store(&k->next, (uint64_t)r << 32);
+    atomic_store(&k->round, r);
+    crew_take(k, r);
+    while (atomic_load(&k->finished) < n) relax();
+    k->n[(r + 1) & 1] = 0; /* the next round is built where round r - 1 was */
+}
+
+/* Where the time of GPU calls goes, for the benchmark. */
+static struct {
+    double copy, wait, enqueue, total;
+    uint64_t calls, chunks;
+} prof;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void feather_gpu_quant_profile(feather_gpu_quant_prof *out, int reset) {
+    if (out) {
+        out->copy_s = prof.copy;
+        out->wait_s = prof.wait;
+        out->enqueue_s = prof.enqueue;
+        out->total_s = prof.total;
+        out->calls = prof.calls;
+        out->chunks = prof.chunks;
+    }
+    if (reset) memset(&prof, 0, sizeof prof);
 }
 
 /* ---- the pipeline ---- */
@@ -271,7 +395,7 @@ static void enqueue(job *j, int pass, slot *s, uint64_t c, float scale, int stat
 
 /* Copies of a finished chunk out of staging (codes as pieces for the threads; scales and
  * statistics here: they are small). */
-static int retire(job *j, int pass, slot *s, copies *cp) {
+static int retire(job *j, int pass, slot *s, crew *cp) {
     const uint64_t c = (uint64_t)s->chunk, r0 = chunk_r0(j, c), rows = chunk_rows(j, c);
     s->chunk = -1;
     if (pass == PASS_LOAD) return 0;
@@ -309,12 +433,14 @@ static feather_status gpu_failed(job *j) {
 static feather_status run_pass(job *j, int pass, float scale) {
     char pre[320];
     feather_status st = FEATHER_OK;
-    copies cp = {0};
+    crew cp;
+    memset(&cp, 0, sizeof cp);
     reserve_slots(j, pass);
+    if (j->rc) return gpu_failed(j);
+    crew_start(&cp, j->ctx, j->nch);
     const int stats = j->row_stats != NULL;
     for (uint64_t c = 0; c < j->nch + SLOTS && !j->rc; c++) {
         slot *s = &G.sl[c % SLOTS];
-        cp.n = 0;
         if (feather_cancelled()) {
             drain(j);
             st = feather_fail(j->err, FEATHER_E_CANCELLED, "%scancelled", name_of(j->o, pre, sizeof pre));
@@ -322,7 +448,9 @@ static feather_status run_pass(job *j, int pass, float scale) {
         }
         int bad = 0;
         if (s->chunk >= 0) {
+            double t0 = now_s();
             TRY("kernel run or copy", fk_event_sync(s->done));
+            prof.wait += now_s() - t0;
             if (j->rc) break;
             bad |= retire(j, pass, s, &cp);
         }
@@ -335,11 +463,16 @@ static feather_status run_pass(job *j, int pass, float scale) {
             st = feather_fail(j->err, FEATHER_E_NOMEM, "out of memory");
             break;
         }
-        if (cp.n) feather_parallel_for(j->ctx, cp.n, 1, copy_worker, &cp);
+        double t1 = now_s();
+        crew_run(&cp);
+        double t2 = now_s();
         if (c < j->nch) enqueue(j, pass, s, c, scale, stats);
+        prof.copy += t2 - t1;
+        prof.enqueue += now_s() - t2;
+        prof.chunks += c < j->nch;
     }
     drain(j);
-    free(cp.p);
+    crew_stop(&cp);
     if (!st && j->rc) st = gpu_failed(j);
     return st;
 }
@@ -448,7 +581,10 @@ static feather_status quantize_locked(job *j, feather_dtype dt, feather_quant_st
     b->nonfinite = &G.d_misc[0];
     b->amax_bits = (unsigned *)&G.d_misc[1];
     j->gpr = o->mode == FEATHER_SCALE_CHANNEL || o->mode == FEATHER_SCALE_BLOCK ? j->k / (uint64_t)b->group : 0;
-    TRY("upload", fk_to_device(G.d_ratio, r, sizeof r));
+    if (G.ratio_nr != nr) { /* the ratios depend on the grid size alone */
+        TRY("upload", fk_to_device(G.d_ratio, r, sizeof r));
+        G.ratio_nr = j->rc ? 0 : nr;
+    }
     TRY("device fill", fk_memset(G.d_misc, 0, 4 * sizeof(unsigned long long)));
     if (imp && !(o->mode == FEATHER_SCALE_TENSOR && dt != FEATHER_F32)) {
         TRY("device allocation", grow_dev((void **)&G.d_imp, &G.cap_imp, (size_t)j->k * 4));
@@ -527,6 +663,7 @@ static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options
     if (stats && !(j.row_stats = malloc((size_t)n * 3 * sizeof(double))))
         return feather_fail(err, FEATHER_E_NOMEM, "out of memory for statistics");
     feather_status st;
+    double t0 = now_s();
     if (!feather_gpu_lock(desc, sizeof desc)) {
         st = feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: no usable GPU: %s", desc);
     } else {
@@ -535,6 +672,8 @@ static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options
             for (int i = 0; i < SLOTS; i++) fk_stream_sync(G.sl[i].stream);
         }
     }
+    prof.total += now_s() - t0;
+    prof.calls++;
     feather_gpu_unlock();
     free(j.row_stats);
     return st;
@@ -543,6 +682,10 @@ static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options
 #else /* no GPU backend */
 
 void feather_gpu_quant_set_chunk(size_t bytes) { (void)bytes; }
+void feather_gpu_quant_profile(feather_gpu_quant_prof *out, int reset) {
+    (void)reset;
+    if (out) memset(out, 0, sizeof *out);
+}
 void feather_gpu_quant_release_locked(void) {}
 
 static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options *o, feather_dtype dt,
