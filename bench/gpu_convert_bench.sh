@@ -8,7 +8,7 @@
 # /dev/shm keeps input and outputs in memory, so no disk is involved), reads it once into the
 # page cache, then per scale mode runs `feather-convert -q --force --device cpu` and `--device
 # gpu` (best of RUNS each, default 2) and cmp's the two outputs. Prints seconds and GB/s of
-# input, with `cat` of the input as the reading reference.
+# input, with `cat` of the input (reading) and `cp` of it (reading and writing) as references.
 set -u
 dir=${1:-/dev/shm/feather-gpu-bench}
 gb=${2:-4}
@@ -26,6 +26,8 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 t0=$(date +%s.%N); cat "$in" >/dev/null; t1=$(date +%s.%N)
 echo "input $in: $size bytes; $(nproc) cores; filesystem: $(df -h "$dir" | awk 'NR==2 {print $1, $2}')"
 echo "cat (page cache): $(secs "$t0" "$t1") s"
+t0=$(date +%s.%N); cp "$in" "$dir/copy.bin"; t1=$(date +%s.%N); rm -f "$dir/copy.bin"
+echo "cp to the same filesystem: $(secs "$t0" "$t1") s"
 for mode in $modes; do
     for dev in cpu gpu; do
         best=""

@@ -8,10 +8,10 @@
  *
  * Streaming. A weight goes through in chunks of rows, each chunk on one of SLOTS streams with
  * its own page-locked staging buffers and device buffers. Iteration c waits for chunk c - SLOTS
- * (the previous user of its slot), lets a crew of the context's threads copy that chunk's codes
- * out of staging and chunk c's weights into staging, both at once, then queues chunk c: upload,
- * kernels, download. While the CPU copies, the GPU works on the SLOTS - 1 chunks queued before,
- * and the upload and download engines run side by side. Page-locked w or q (from
+ * (the previous user of its slot), lets a crew of the context's threads copy chunk c's weights
+ * into staging, queues chunk c (upload, kernels, download), then lets the crew copy chunk
+ * c - SLOTS's codes out of staging. While the CPU copies, the GPU works on the chunks queued
+ * before, and the upload and download engines run side by side. Page-locked w or q (from
  * feather_host_alloc) are copied to or from directly, skipping the staging copy.
  * Channel, block and none modes finish each chunk on its own. Tensor and absmax modes need the
  * whole weight before the first cast: a first pass uploads every chunk into one device buffer
@@ -40,14 +40,16 @@ static const char *name_of(const feather_quant_options *o, char *buf, size_t len
 #include <time.h>
 
 #define SLOTS 4
-#define PIECE ((size_t)512 << 10) /* bytes per copy work item of the host threads */
+#define PIECE ((size_t)256 << 10) /* bytes per copy work item of the host threads */
 #define HIST_BINS 32768
 
 /* Chunk size in bytes of input (tests and benchmarks change it). */
 static size_t chunk_bytes = (size_t)8 << 20;
 
 /* The buffers of a slot: weights in, codes out, scales out, row statistics out; each as
- * page-locked staging (h) and device memory (d). */
+ * page-locked staging (h) and device memory (d). The codes' staging is a ring of SLOTS + 1
+ * (the slots' h[B_Q] and one more), so that chunk c can be queued before the codes of chunk
+ * c - SLOTS, which came back in the same slot, are copied out. */
 enum { B_IN, B_Q, B_SC, B_ST, B_COUNT };
 
 typedef struct slot {
@@ -61,6 +63,7 @@ static struct {
     int ready;
     slot sl[SLOTS];
     size_t cap[B_COUNT];            /* of every slot's buffers */
+    void *hq_extra;                 /* the ring's last codes staging buffer */
     uint8_t *d_full;                /* the whole weight (tensor and absmax modes) */
     size_t cap_full;
     float *d_imp;
@@ -83,7 +86,17 @@ static void free_slot_buffers(int b) {
         fk_free(G.sl[i].d[b]);
         G.sl[i].h[b] = G.sl[i].d[b] = NULL;
     }
+    if (b == B_Q) {
+        fk_host_free(G.hq_extra);
+        G.hq_extra = NULL;
+    }
     G.cap[b] = 0;
+}
+
+/* Codes staging of chunk c. */
+static uint8_t *hq(uint64_t c) {
+    uint64_t i = c % (SLOTS + 1);
+    return i < SLOTS ? (uint8_t *)G.sl[i].h[B_Q] : (uint8_t *)G.hq_extra;
 }
 
 void feather_gpu_quant_release_locked(void) {
@@ -175,6 +188,7 @@ static void reserve_slots(job *j, int pass) {
             TRY("page-locked allocation", fk_host_alloc(&G.sl[i].h[b], c));
             TRY("device allocation", fk_malloc(&G.sl[i].d[b], c));
         }
+        if (b == B_Q) TRY("page-locked allocation", fk_host_alloc(&G.hq_extra, c));
         if (!j->rc) G.cap[b] = c;
         else free_slot_buffers(b); /* the next call starts this kind over */
     }
@@ -253,14 +267,14 @@ static void *crew_helper(void *arg) {
     return NULL;
 }
 
-/* Threads for a call of several chunks: at most 7 besides the caller (memory bandwidth, not
- * cores, bounds the copies), none when the context has one thread. */
+/* Threads for a call of several chunks: every thread of the context besides the caller (one
+ * thread copies ~10 GB/s, the host's memory several times that), none when it has one. */
 static void crew_start(crew *k, feather_ctx *ctx, uint64_t chunks) {
     int t = feather_ctx_threads(ctx) - 1;
     k->ctx = ctx;
     k->workers = 0;
     if (chunks < 2 || t < 1) return;
-    k->workers = t < 7 ? t : 7;
+    k->workers = t;
     if (pthread_create(&k->helper, NULL, crew_helper, k)) k->workers = 0;
 }
 
@@ -383,7 +397,7 @@ static void enqueue(job *j, int pass, slot *s, uint64_t c, float scale, int stat
         }
         if (j->gpr)
             TRY("download", fk_to_host_async((float *)s->h[B_SC], (float *)s->d[B_SC], (size_t)(rows * j->gpr) * sizeof(float), s->stream));
-        if (!j->q_pinned) TRY("download", fk_to_host_async((uint8_t *)s->h[B_Q], (uint8_t *)s->d[B_Q], nq, s->stream));
+        if (!j->q_pinned) TRY("download", fk_to_host_async(hq(c), (uint8_t *)s->d[B_Q], nq, s->stream));
         else if (!j->packed) TRY("download", fk_to_host_async(j->q + r0 * j->k, (uint8_t *)s->d[B_Q], nq, s->stream));
         else
             TRY("download", fk_to_host_2d_async(j->q + 16 * r0, (size_t)(16 * j->n), (uint8_t *)s->d[B_Q], (size_t)(16 * rows),
@@ -393,20 +407,23 @@ static void enqueue(job *j, int pass, slot *s, uint64_t c, float scale, int stat
     s->chunk = (int64_t)c;
 }
 
-/* Copies of a finished chunk out of staging (codes as pieces for the threads; scales and
- * statistics here: they are small). */
-static int retire(job *j, int pass, slot *s, crew *cp) {
+/* A finished chunk's scales and statistics, out of staging (small: this thread copies them). */
+static void retire(job *j, int pass, slot *s) {
     const uint64_t c = (uint64_t)s->chunk, r0 = chunk_r0(j, c), rows = chunk_rows(j, c);
     s->chunk = -1;
-    if (pass == PASS_LOAD) return 0;
+    if (pass == PASS_LOAD) return;
     if (j->gpr) memcpy(j->scales + r0 * j->gpr, (float *)s->h[B_SC], (size_t)(rows * j->gpr) * sizeof(float));
     if (j->row_stats) memcpy(j->row_stats + 3 * r0, (double *)s->h[B_ST], (size_t)rows * 3 * sizeof(double));
-    if (j->q_pinned) return 0;
-    if (!j->packed) return add_flat(cp, j->q + r0 * j->k, (uint8_t *)s->h[B_Q], (size_t)(rows * j->k));
+}
+
+/* The pieces copying finished chunk c's codes out of staging into q. */
+static int codes_out(job *j, uint64_t c, crew *cp) {
+    const uint64_t r0 = chunk_r0(j, c), rows = chunk_rows(j, c);
+    if (!j->packed) return add_flat(cp, j->q + r0 * j->k, hq(c), (size_t)(rows * j->k));
     /* the chunk's (K/16, rows, 16) slabs go 16·N apart in the output */
     size_t slab = (size_t)(16 * rows), per = slab >= PIECE ? 1 : PIECE / slab, nslab = (size_t)(j->k / 16);
     for (size_t b = 0; b < nslab; b += per)
-        if (add_piece(cp, (piece){j->q + b * 16 * j->n + 16 * r0, (uint8_t *)s->h[B_Q] + b * slab, slab,
+        if (add_piece(cp, (piece){j->q + b * 16 * j->n + 16 * r0, hq(c) + b * slab, slab,
                                   nslab - b < per ? nslab - b : per, (size_t)(16 * j->n), slab}))
             return -1;
     return 0;
@@ -439,6 +456,8 @@ static feather_status run_pass(job *j, int pass, float scale) {
     if (j->rc) return gpu_failed(j);
     crew_start(&cp, j->ctx, j->nch);
     const int stats = j->row_stats != NULL;
+    /* Iteration c: wait for chunk c - SLOTS (its slot is chunk c's), copy chunk c in, queue
+     * it, then copy chunk c - SLOTS's codes out while the GPU works. */
     for (uint64_t c = 0; c < j->nch + SLOTS && !j->rc; c++) {
         slot *s = &G.sl[c % SLOTS];
         if (feather_cancelled()) {
@@ -446,29 +465,36 @@ static feather_status run_pass(job *j, int pass, float scale) {
             st = feather_fail(j->err, FEATHER_E_CANCELLED, "%scancelled", name_of(j->o, pre, sizeof pre));
             break;
         }
-        int bad = 0;
+        int64_t out = -1;
         if (s->chunk >= 0) {
             double t0 = now_s();
             TRY("kernel run or copy", fk_event_sync(s->done));
             prof.wait += now_s() - t0;
             if (j->rc) break;
-            bad |= retire(j, pass, s, &cp);
+            out = s->chunk;
+            retire(j, pass, s);
         }
+        double t1 = now_s();
+        int bad = 0;
         if (c < j->nch && pass != PASS_CAST && !j->w_pinned) {
             uint64_t r0 = chunk_r0(j, c);
             bad |= add_flat(&cp, (uint8_t *)s->h[B_IN], j->w + r0 * j->k * j->esz, (size_t)(chunk_rows(j, c) * j->k * j->esz));
+            crew_run(&cp);
+        }
+        double t2 = now_s();
+        if (c < j->nch && !bad) enqueue(j, pass, s, c, scale, stats);
+        double t3 = now_s();
+        if (out >= 0 && pass != PASS_LOAD && !j->q_pinned) {
+            bad |= codes_out(j, (uint64_t)out, &cp);
+            crew_run(&cp);
         }
         if (bad) {
             drain(j);
             st = feather_fail(j->err, FEATHER_E_NOMEM, "out of memory");
             break;
         }
-        double t1 = now_s();
-        crew_run(&cp);
-        double t2 = now_s();
-        if (c < j->nch) enqueue(j, pass, s, c, scale, stats);
-        prof.copy += t2 - t1;
-        prof.enqueue += now_s() - t2;
+        prof.copy += (t2 - t1) + (now_s() - t3);
+        prof.enqueue += t3 - t2;
         prof.chunks += c < j->nch;
     }
     drain(j);
