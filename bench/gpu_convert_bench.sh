@@ -31,16 +31,25 @@ echo "cp to the same filesystem: $(secs "$t0" "$t1") s"
 for mode in $modes; do
     for dev in cpu gpu; do
         best=""
+        hwm=0
         for r in $(seq "$runs"); do
             t0=$(date +%s.%N)
-            "$bin/feather-convert" -q --force --device $dev --scale "$mode" -o "$dir/out.safetensors" "$in" || exit 2
+            "$bin/feather-convert" -q --force --device $dev --scale "$mode" -o "$dir/out.safetensors" "$in" &
+            pid=$!
+            # peak resident memory (page-locked buffers included), read until the process ends
+            while kill -0 $pid 2>/dev/null; do
+                h=$(awk '/VmHWM/ {print $2}' /proc/$pid/status 2>/dev/null)
+                [ -n "$h" ] && hwm=$h
+                sleep 0.02
+            done
+            wait $pid || exit 2
             t1=$(date +%s.%N)
             mv "$dir/out.safetensors" "$dir/out-$dev.safetensors" # same command line, same recorded output name
             t=$(secs "$t0" "$t1")
             best=$(awk -v a="$t" -v b="${best:-1e9}" 'BEGIN { print (a < b ? a : b) }')
         done
-        printf '%-10s %-3s best of %d: %7.3f s  %6.2f GB/s of input\n' "$mode" "$dev" "$runs" "$best" \
-            "$(awk -v s="$size" -v t="$best" 'BEGIN { print s / t / 1e9 }')"
+        printf '%-10s %-3s best of %d: %7.3f s  %6.2f GB/s of input  peak RSS %d MB\n' "$mode" "$dev" "$runs" "$best" \
+            "$(awk -v s="$size" -v t="$best" 'BEGIN { print s / t / 1e9 }')" $(( ${hwm:-0} / 1024 ))
     done
     if cmp -s "$dir/out-cpu.safetensors" "$dir/out-gpu.safetensors"; then
         echo "$mode: outputs identical"
