@@ -355,6 +355,19 @@ static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t
     return FEATHER_OK;
 }
 
+/* Quantises on the conversion's device. On the GPU the codes come back into page-locked slots
+ * and only the weights are copied by the host, which half the threads do at the upload's speed;
+ * the other half stay with the writer and the input's hash, which run beside (measured on a
+ * 16-core host: a crew of every thread made whole conversions slower). */
+static feather_status quantize(conv *c, const feather_quant_options *qo, feather_dtype dt, const void *w,
+                               uint64_t n, uint64_t k, int packed, feather_quant_stats *stats) {
+    if (c->dev != FEATHER_DEVICE_GPU)
+        return feather_quantize(c->ctx, qo, dt, w, n, k, packed, c->q, c->scales, stats, c->err);
+    int copiers = feather_ctx_threads(c->ctx) / 2;
+    return feather_gpu_quantize(c->ctx, copiers > 0 ? copiers : 1, qo, dt, w, n, k, packed, c->q, c->scales,
+                                stats, c->err);
+}
+
 /* Produces the fp8 bytes (in the output layout) and scales of one selected tensor into slot. */
 static feather_status produce(conv *c, const feather_plan_entry *e, const void *data, int slot) {
     feather_error *err = c->err;
@@ -384,8 +397,7 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
             return st;
         c->ss[slot] = c->scales;
         memset(&stats, 0, sizeof stats);
-        st = feather_quantize_on(c->ctx, c->dev, &qo, t->dtype, data, e->n, e->k, packed, c->q, c->scales,
-                                 c->o->no_snr ? NULL : &stats, err);
+        st = quantize(c, &qo, t->dtype, data, e->n, e->k, packed, c->o->no_snr ? NULL : &stats);
         if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
         if (c->o->no_snr) return FEATHER_OK;
         if (stats.nonfinite)
@@ -418,8 +430,7 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         return st;
     c->ss[slot] = c->scales;
     memset(&stats, 0, sizeof stats);
-    st = feather_quantize_on(c->ctx, c->dev, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->q, c->scales,
-                             c->o->no_snr ? NULL : &stats, err);
+    st = quantize(c, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->o->no_snr ? NULL : &stats);
     if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
     if (!c->o->no_snr) note_snr(c, t, &stats);
     return FEATHER_OK;

@@ -18,6 +18,14 @@ void *feather_host_alloc(size_t bytes);
 void feather_host_free(void *p);
 int feather_host_pinned(const void *p, size_t len);
 
+/* feather_quantize_on(ctx, FEATHER_DEVICE_GPU, ...) with at most `copiers` of the context's
+ * threads (besides the caller) copying between the caller's memory and the staging buffers
+ * (0: all of them). A caller with threads of its own busy beside the call (the converter's
+ * writer and hasher) leaves them cores this way. */
+feather_status feather_gpu_quantize(feather_ctx *ctx, int copiers, const feather_quant_options *opts,
+                                    feather_dtype dtype, const void *w, uint64_t n, uint64_t k, int packed,
+                                    uint8_t *q, float *scales, feather_quant_stats *stats, feather_error *err);
+
 /* Frees what the quantiser keeps on the device between calls (under the lock). */
 void feather_gpu_quant_release_locked(void);
 /* Largest chunk of rows the GPU quantiser streams, in bytes of input (0: the default, 8 MiB);

@@ -123,6 +123,7 @@ void feather_gpu_quant_release_locked(void) {
 
 typedef struct job {
     feather_ctx *ctx;
+    int copiers;      /* most crew threads besides the caller (0: every other context thread) */
     const feather_quant_options *o;
     feather_error *err;
     const char *step; /* the GPU operation that failed */
@@ -269,12 +270,14 @@ static void *crew_helper(void *arg) {
     return NULL;
 }
 
-/* Threads for a call of several chunks: every thread of the context besides the caller (one
- * thread copies ~10 GB/s, the host's memory several times that), none when it has one. */
-static void crew_start(crew *k, feather_ctx *ctx, uint64_t chunks) {
+/* Threads for a call of several chunks: by default every thread of the context besides the
+ * caller (one thread copies ~5 GB/s into page-locked memory, the host's memory many times
+ * that), at most max when max > 0, none when the context has one. */
+static void crew_start(crew *k, feather_ctx *ctx, uint64_t chunks, int max) {
     int t = feather_ctx_threads(ctx) - 1;
     k->ctx = ctx;
     k->workers = 0;
+    if (max > 0 && t > max) t = max;
     if (chunks < 2 || t < 1) return;
     k->workers = t;
     if (pthread_create(&k->helper, NULL, crew_helper, k)) k->workers = 0;
@@ -456,7 +459,7 @@ static feather_status run_pass(job *j, int pass, float scale) {
     memset(&cp, 0, sizeof cp);
     reserve_slots(j, pass);
     if (j->rc) return gpu_failed(j);
-    crew_start(&cp, j->ctx, j->nch);
+    crew_start(&cp, j->ctx, j->nch, j->copiers);
     const int stats = j->row_stats != NULL;
     /* Iteration c: wait for chunk c - SLOTS (its slot is chunk c's), copy chunk c in, queue
      * it, then copy chunk c - SLOTS's codes out while the GPU works. */
@@ -670,12 +673,13 @@ static feather_status quantize_locked(job *j, feather_dtype dt, feather_quant_st
 
 static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options *o, feather_dtype dt,
                                    const void *w, uint64_t n, uint64_t k, int packed, uint8_t *q,
-                                   float *scales, feather_quant_stats *stats, feather_error *err) {
+                                   float *scales, feather_quant_stats *stats, int copiers,
+                                   feather_error *err) {
     char desc[256], pre[320];
     if (k > 0x7fffffff)
         return feather_fail(err, FEATHER_E_UNSUPPORTED, "%sdevice gpu: rows of %llu weights are too long (2^31 at most)",
                             name_of(o, pre, sizeof pre), (unsigned long long)k);
-    job j = {.ctx = ctx, .o = o, .err = err, .dt = dt == FEATHER_F16 ? FK_DT_F16 : dt == FEATHER_BF16 ? FK_DT_BF16 : FK_DT_F32,
+    job j = {.ctx = ctx, .copiers = copiers, .o = o, .err = err, .dt = dt == FEATHER_F16 ? FK_DT_F16 : dt == FEATHER_BF16 ? FK_DT_BF16 : FK_DT_F32,
              .esz = dt == FEATHER_F32 ? 4 : 2, .w = w, .n = n, .k = k, .packed = packed,
              .e4m3 = o->format == FEATHER_FP8_E4M3FN, .q = q, .scales = scales};
     size_t total = (size_t)(n * k) * j.esz, target = total / 8;
@@ -718,8 +722,10 @@ void feather_gpu_quant_release_locked(void) {}
 
 static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options *o, feather_dtype dt,
                                    const void *w, uint64_t n, uint64_t k, int packed, uint8_t *q,
-                                   float *scales, feather_quant_stats *stats, feather_error *err) {
+                                   float *scales, feather_quant_stats *stats, int copiers,
+                                   feather_error *err) {
     (void)ctx, (void)o, (void)dt, (void)w, (void)n, (void)k, (void)packed, (void)q, (void)scales, (void)stats;
+    (void)copiers;
     char desc[256];
     feather_gpu_available(desc, sizeof desc);
     return feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: no usable GPU: %s", desc);
@@ -727,12 +733,10 @@ static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options
 
 #endif
 
-feather_status feather_quantize_on(feather_ctx *ctx, feather_device dev, const feather_quant_options *opts,
-                                   feather_dtype dtype, const void *w, uint64_t n, uint64_t k, int packed,
-                                   uint8_t *q, float *scales, feather_quant_stats *stats, feather_error *err) {
-    if (dev == FEATHER_DEVICE_AUTO) dev = feather_gpu_available(NULL, 0) ? FEATHER_DEVICE_GPU : FEATHER_DEVICE_CPU;
-    if (dev != FEATHER_DEVICE_GPU || !opts)
-        return feather_quantize(ctx, opts, dtype, w, n, k, packed, q, scales, stats, err);
+feather_status feather_gpu_quantize(feather_ctx *ctx, int copiers, const feather_quant_options *opts,
+                                    feather_dtype dtype, const void *w, uint64_t n, uint64_t k, int packed,
+                                    uint8_t *q, float *scales, feather_quant_stats *stats, feather_error *err) {
+    if (!opts) return feather_quantize(ctx, opts, dtype, w, n, k, packed, q, scales, stats, err);
     if ((uint64_t)n * k == 0) { /* nothing to compute, but the device must exist */
         char desc[256];
         if (!feather_gpu_available(desc, sizeof desc))
@@ -747,5 +751,13 @@ feather_status feather_quantize_on(feather_ctx *ctx, feather_device dev, const f
         return feather_fail(err, FEATHER_E_ARG, "%sK = %llu is not a multiple of 16, cannot prepack",
                             name_of(opts, pre, sizeof pre), (unsigned long long)k);
     }
-    return quantize_gpu(ctx, opts, dtype, w, n, k, packed, q, scales, stats, err);
+    return quantize_gpu(ctx, opts, dtype, w, n, k, packed, q, scales, stats, copiers, err);
+}
+
+feather_status feather_quantize_on(feather_ctx *ctx, feather_device dev, const feather_quant_options *opts,
+                                   feather_dtype dtype, const void *w, uint64_t n, uint64_t k, int packed,
+                                   uint8_t *q, float *scales, feather_quant_stats *stats, feather_error *err) {
+    if (dev == FEATHER_DEVICE_AUTO) dev = feather_gpu_available(NULL, 0) ? FEATHER_DEVICE_GPU : FEATHER_DEVICE_CPU;
+    if (dev != FEATHER_DEVICE_GPU) return feather_quantize(ctx, opts, dtype, w, n, k, packed, q, scales, stats, err);
+    return feather_gpu_quantize(ctx, 0, opts, dtype, w, n, k, packed, q, scales, stats, err);
 }
