@@ -356,9 +356,9 @@ static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t
 }
 
 /* Quantises on the conversion's device. On the GPU the codes come back into page-locked slots
- * and only the weights are copied by the host, which half the threads do at the upload's speed;
- * the other half stay with the writer and the input's hash, which run beside (measured on a
- * 16-core host: a crew of every thread made whole conversions slower). */
+ * and only the weights are copied by the host, which half the threads do at close to the
+ * upload's speed; the other half stay with the writer and the input's hash, which run beside
+ * (measured on a 16-core host: a crew of every thread made whole conversions slower). */
 static feather_status quantize(conv *c, const feather_quant_options *qo, feather_dtype dt, const void *w,
                                uint64_t n, uint64_t k, int packed, feather_quant_stats *stats) {
     if (c->dev != FEATHER_DEVICE_GPU)
