@@ -1,9 +1,12 @@
 #!/bin/sh
 # One call on an NVIDIA device machine (no package registry there): build the library with the
 # CUDA backend against the Debian packages unpacked by `make device-deps` (.device/root), run
-# the whole test suite with the GPU tests for real, then the matrix-product benchmark. Logs go
-# to $OUT (default ./device-out); a short summary is printed last.
-#   sh bench/device.sh [bench arguments...]
+# the whole test suite with the GPU tests for real, then the benchmarks. Logs go to $OUT
+# (default ./device-out); a short summary is printed last.
+#   [TESTS=0] [BENCH=0] [VERIFY=1] [QUANT=1] [NCU=0] sh bench/device.sh [gemm_bench arguments...]
+# BENCH=1 (default): the matrix product against cuBLAS; VERIFY=1: the verifier and Python's
+# loading of converted files; QUANT=1: GPU-assisted quantisation and whole conversions, CPU
+# against GPU; NCU=1 (default): one profiled skinny launch. TESTS_FILTER: test-name substrings.
 # B=DIR: build directory (default build); PREBUILT=1: use DIR as built elsewhere (same CUDA),
 # skipping the build. Tests and benchmark run under timeouts (a hung kernel costs device time).
 set -u
@@ -14,7 +17,7 @@ ROOT=$PWD/.device/root
 LIBDIR=$ROOT/usr/lib/x86_64-linux-gnu
 export CPATH="$ROOT/usr/include:$ROOT/usr/include/cjson${CPATH:+:$CPATH}"
 export LIBRARY_PATH="$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}"
-export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$LIBDIR:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 JOBS=$(nproc 2>/dev/null || echo 4)
 command -v make >/dev/null 2>&1 || export PATH="$PWD/.device/bin:$PATH"
 
@@ -30,7 +33,8 @@ B=${B:-build}
 t0=$(date +%s)
 if [ "${PREBUILT:-0}" = 1 ]; then
     echo "prebuilt $B" >"$OUT/build.log"
-elif ! make GPU=cuda NO_DEPS=1 BUILD="$B" -j"$JOBS" all "$B/test-runner" "$B/libfeather_kernels.so" >"$OUT/build.log" 2>&1; then
+elif ! make GPU=cuda NO_DEPS=1 BUILD="$B" -j"$JOBS" all "$B/test-runner" "$B/libfeather_kernels.so" \
+    "$B/bench/gpu_quant_bench" >"$OUT/build.log" 2>&1; then
     tail -40 "$OUT/build.log"
     echo "BUILD FAILED (log: build.log)"
     exit 1
@@ -61,6 +65,18 @@ if [ "${VERIFY:-0}" = 1 ]; then
         python3 bench/load_check.py $s/p.safetensors $s/c.safetensors $s/q.safetensors >"$OUT/load_check.txt" 2>&1
     echo "load check rc $?" >>"$OUT/load_check.txt"
 fi
+# QUANT=1: GPU-assisted quantisation, host memory to host memory, then whole conversions from
+# the page cache (in /dev/shm when it holds the input and two outputs, else on disk).
+if [ "${QUANT:-0}" = 1 ]; then
+    timeout 300 "$B/bench/gpu_quant_bench" >"$OUT/quant_bench.txt" 2>&1
+    echo "rc $?" >>"$OUT/quant_bench.txt"
+    dir=/tmp/feather-gpu-bench
+    avail=$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')
+    [ "${avail:-0}" -gt 10000000 ] && dir=/dev/shm/feather-gpu-bench
+    FEATHER_BIN=$B timeout 400 sh bench/gpu_convert_bench.sh "$dir" 4 >"$OUT/convert_bench.txt" 2>&1
+    echo "rc $?" >>"$OUT/convert_bench.txt"
+    rm -rf "$dir"
+fi
 if [ "${BENCH:-1}" = 1 ]; then
     PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-400}" python3 bench/gemm_bench.py --lib "$B/libfeather_kernels.so" --out "$OUT" "$@" >"$OUT/bench.log" 2>&1
     bench_rc=$?
@@ -80,12 +96,18 @@ if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null 2>&1; then
 fi
 
 echo "== tests (rc $test_rc, $((t2 - t1)) s; build $((t1 - t0)) s) =="
-grep -E "^(FAIL|skip)|GPU|worst|passed|SKIP|    tests/" "$OUT/test.log" | head -40
+grep -E "^(FAIL|skip)|GPU|worst|cases|identical|DIFFERENT|passed|SKIP|    tests/" "$OUT/test.log" | head -40
 if [ "${VERIFY:-0}" = 1 ]; then
     echo "== verification benchmark =="
     cat "$OUT/verify_bench.txt"
     echo "== python load check =="
     cat "$OUT/load_check.txt"
+fi
+if [ "${QUANT:-0}" = 1 ]; then
+    echo "== GPU quantisation benchmark =="
+    cat "$OUT/quant_bench.txt"
+    echo "== whole conversions, CPU and GPU =="
+    cat "$OUT/convert_bench.txt"
 fi
 if [ "$bench_rc" != -1 ]; then
     echo "== benchmark (rc $bench_rc, $((t3 - t2)) s) =="

@@ -677,7 +677,7 @@ TEST(gpu_quant_convert_device_gpu_without_gpu_fails_cleanly) {
     feather_reader *r;
     REQUIRE(feather_open(&r, out, FEATHER_OPEN_HEADER_ONLY, NULL) == FEATHER_OK);
     const char *cmd = feather_metadata_get(r, 0, "feather.command");
-    CHECK(cmd && !strstr(cmd, "device") && strstr(cmd, "-o "));
+    CHECK(cmd && !strstr(cmd, "--device") && strstr(cmd, "-o "));
     feather_close(r);
 }
 
