@@ -28,21 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static uint64_t rs = 12345;
-static double gauss(void) {
-    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-    double u = ((rs >> 11) + 1) * 0x1p-53;
-    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-    double v = (rs >> 11) * 0x1p-53;
-    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
-}
+#include "bench_util.h"
 
 typedef struct shape {
     uint64_t n, k;

@@ -22,56 +22,24 @@
 #define FKQ_DEVICE_PASS 1
 #endif
 
-/* ---- one IEEE operation each, round to nearest even ---- */
-FK_HD float fkq_mul(float a, float b) {
+/* ---- one IEEE operation each, round to nearest even ----
+ * On the device the _rn intrinsics say so explicitly (no contraction into FMA whatever the
+ * flags); on the host the build's -ffp-contract=off gives the same single roundings. */
 #ifdef FKQ_DEVICE_PASS
-    return __fmul_rn(a, b);
+#define FKQ_OP(name, type, intrinsic, op) \
+    FK_HD type name(type a, type b) { return intrinsic(a, b); }
 #else
-    return a * b;
+#define FKQ_OP(name, type, intrinsic, op) \
+    FK_HD type name(type a, type b) { return a op b; }
 #endif
-}
-FK_HD float fkq_add(float a, float b) {
-#ifdef FKQ_DEVICE_PASS
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-FK_HD float fkq_sub(float a, float b) {
-#ifdef FKQ_DEVICE_PASS
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-FK_HD float fkq_div(float a, float b) {
-#ifdef FKQ_DEVICE_PASS
-    return __fdiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-FK_HD double fkq_dmul(double a, double b) {
-#ifdef FKQ_DEVICE_PASS
-    return __dmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-FK_HD double fkq_dadd(double a, double b) {
-#ifdef FKQ_DEVICE_PASS
-    return __dadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-FK_HD double fkq_dsub(double a, double b) {
-#ifdef FKQ_DEVICE_PASS
-    return __dsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
+FKQ_OP(fkq_mul, float, __fmul_rn, *)
+FKQ_OP(fkq_add, float, __fadd_rn, +)
+FKQ_OP(fkq_sub, float, __fsub_rn, -)
+FKQ_OP(fkq_div, float, __fdiv_rn, /)
+FKQ_OP(fkq_dmul, double, __dmul_rn, *)
+FKQ_OP(fkq_dadd, double, __dadd_rn, +)
+FKQ_OP(fkq_dsub, double, __dsub_rn, -)
+#undef FKQ_OP
 
 FK_HD uint32_t fkq_bits(float f) {
 #ifdef FKQ_DEVICE_PASS
