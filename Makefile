@@ -51,7 +51,7 @@ HIP_ARCHS  ?= gfx1100 gfx1151
 # sm_90a carries the Hopper-only wgmma kernel; compute_90 PTX lets newer GPUs run the rest.
 CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
               -gencode arch=compute_90,code=compute_90
-GPU_SRC    := kernels/gemm.hip kernels/runtime.hip
+GPU_SRC    := kernels/gemm.hip kernels/runtime.hip kernels/quant.hip
 GPU_OBJ    := $(GPU_SRC:kernels/%.hip=$(BUILD)/obj/kernels/%.o)
 GPU_HDR    := $(wildcard kernels/*.h)
 ifeq ($(GPU_KIND),cuda)
@@ -262,6 +262,10 @@ $(BUILD)/obj/samples/%.o: samples/%.c src/cli/common.h $(wildcard include/feathe
 
 $(SAMPLE_BIN): $(BUILD)/obj/samples/gen_sample.o $(CLI_COMMON) $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) $^ $(LDLIBS) -o $@
+# ---- GPU-assisted conversion: benchmark (bench/gpu_quant_bench.c; gpu_host.h is internal) ----
+bench: $(BUILD)/bench/gpu_quant_bench
+$(BUILD)/obj/gpu.o $(BUILD)/obj/gpu_quant.o $(BUILD)/obj/convert.o $(BUILD)/obj/tests/test_gpu_quant.o: src/gpu_host.h
+$(BUILD)/obj/gpu_quant.o $(BUILD)/obj/tests/test_gpu_quant.o: kernels/quant_hd.h kernels/fk_api.h src/scale_internal.h
 
 # ---- verifier: private headers of the fused row kernels and of the wider XXH3 builds ----
 $(BUILD)/obj/verify.o $(BUILD)/obj/verify_rows.o $(BUILD)/obj/verify_rows_avx2.o \

@@ -3,7 +3,8 @@
 # instructions are there: AMD gfx1100 (RDNA3) and gfx1151 (RDNA3.5) with clang-19 (device code
 # only: no ROCm needed, the HIP headers of libamdhip64-dev suffice) must contain v_wmma and
 # v_perm_b32; with nvcc present, the PTX for sm_80, sm_90 and sm_90a must contain mma.sync
-# m16n8k16 and prmt, and sm_90a's also wgmma. Runs the compilers in parallel.
+# m16n8k16 and prmt, and sm_90a's also wgmma. The quantiser's kernels must keep subnormals and,
+# in PTX, contain no fused float operations. Runs the compilers in parallel.
 set -u
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
@@ -63,6 +64,30 @@ if [ -f "$tmp/gemm-sm90.ptx" ]; then
             echo "FAIL gemm for sm_$sm: $n mma.sync m16n8k16, $w wgmma, $p prmt"; fail=1
         else
             echo "ok   gemm for sm_$sm: $n mma.sync m16n8k16, $w wgmma, $p prmt"
+        fi
+    done
+fi
+# The quantiser must give the CPU's bits: no fused multiply-adds and no flushed subnormals in
+# its kernels (the arithmetic's own rules, kernels/quant_hd.h). AMD: every kernel keeps f32
+# subnormals (denorm mode 3); its correctly rounded divisions expand to FMAs internally, so
+# contraction is checked on the NVIDIA side, where PTX shows the source's operations.
+for arch in gfx1100 gfx1151; do
+    k=$(grep -c '^[[:space:]]*\.amdhsa_kernel ' "$tmp/quant-$arch.s")
+    d=$(grep -c 'amdhsa_float_denorm_mode_32 3' "$tmp/quant-$arch.s")
+    if [ "$k" -eq 0 ] || [ "$k" -ne "$d" ]; then
+        echo "FAIL quant for $arch: $d of $k kernels keep f32 subnormals"; fail=1
+    else
+        echo "ok   quant for $arch: $k kernels, all keep f32 subnormals"
+    fi
+done
+if [ -f "$tmp/quant-sm90.ptx" ]; then
+    for sm in 80 90 90a; do
+        f=$(grep -c -E '(fma|mad)\.rn[a-z.]*\.f(32|64)|mad\.f32|\.ftz' "$tmp/quant-sm$sm.ptx")
+        v=$(grep -c 'div\.rn\.f32' "$tmp/quant-sm$sm.ptx")
+        if [ "$f" -ne 0 ] || [ "$v" -eq 0 ]; then
+            echo "FAIL quant for sm_$sm: $f fused or flushing float instructions, $v div.rn.f32"; fail=1
+        else
+            echo "ok   quant for sm_$sm: no fused or flushing float instructions, $v div.rn.f32"
         fi
     done
 fi

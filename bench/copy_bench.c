@@ -16,12 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 static int fail(const feather_error *err) {
     fprintf(stderr, "copy_bench: %s\n", err->message);

@@ -2,9 +2,13 @@
 """GPU matrix-product benchmark (NVIDIA): feather's fp16 x e5m2 kernels against
 cuBLAS fp16 (torch.nn.functional.linear), torch's upcast-then-matmul and torch._scaled_mm (e4m3).
 
-Every timed call is preceded by a 256 MiB write that evicts the L2 cache, timed alone with CUDA
-events; the median of --reps calls is reported. Every feather variant's output is checked
-against an fp32 product of the same dequantised weights before it is timed.
+Every timed call is preceded by a read of a 256 MiB buffer that evicts the L2 cache (a read, not
+a write: a write would leave up to 50 MB of dirty lines whose write-back then competes with the
+timed call's reads), and is timed alone with CUDA events; the median of --reps calls is reported.
+For M <= 16 the library's choice and cuBLAS are also timed back to back (one CUDA graph of
+--chain calls over rotating weight copies totalling over 200 MB, so every call reads its weight
+from memory and launch gaps vanish). Every feather variant's output is checked against an fp32
+product of the same dequantised weights before it is timed.
 
     python3 bench/gemm_bench.py --lib build/libfeather_kernels.so --out DIR
 """
@@ -18,7 +22,11 @@ import sys
 import torch
 import torch.nn.functional as F
 
-VARIANTS = {1: "skinny16", 2: "skinny32", 3: "tile64", 4: "tile128", 5: "tile256", 6: "wgmma", 7: "wgmma64", 8: "wgmma256"}
+VARIANTS = {1: "skinny16", 2: "skinny32", 3: "tile64", 4: "tile128", 5: "tile256", 6: "wgmma", 7: "wgmma64", 8: "wgmma256",
+            9: "ws128", 10: "ws64"}
+MAX_M = {1: 16, 2: 32}                          # skinny variants: largest M
+MIN_M = {6: 64, 7: 64, 8: 64, 9: 256, 10: 64}   # Hopper variants: from these M in this benchmark
+HOPPER = (6, 7, 8, 9, 10)
 KIND = {"none": 0, "tensor": 1, "channel": 2, "block": 3}
 
 
@@ -36,18 +44,49 @@ def load(path):
     return lib
 
 
+def evict(flush):
+    flush.max()  # reads the whole buffer: the L2 is left holding clean lines of it
+
+
 def timeit(fn, reps, flush):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for s, e in ev:
-        flush.zero_()
+        evict(flush)
         s.record()
         fn()
         e.record()
     torch.cuda.synchronize()
     return statistics.median(s.elapsed_time(e) for s, e in ev) * 1e3  # microseconds
+
+
+def time_chain(fn, copies, chain, flush, reps=7):
+    """fn(weight_copy, stream): one call. Times a CUDA graph of `chain` calls cycling over the
+    copies; returns microseconds per call (median of reps replays)."""
+    st = torch.cuda.Stream()
+    with torch.cuda.stream(st):
+        for c in copies:
+            fn(c, st)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=st):
+        for i in range(chain):
+            fn(copies[i % len(copies)], st)
+    g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        evict(flush)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g.replay()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e) * 1e3 / chain)
+    del g
+    return statistics.median(ts)
 
 
 class Problem:
@@ -76,9 +115,11 @@ class Problem:
         return F.linear(self.a.float(), self.w_deq)
 
 
-def run_ours(lib, p, variant, ws):
-    rc = lib.fk_gemm(p.m, p.n, p.k, p.a.data_ptr(), p.packed.data_ptr(), p.scales.data_ptr(), KIND[p.mode],
-                     p.group, None, 1, p.y.data_ptr(), ws.data_ptr(), ws.numel(), variant, None)
+def run_ours(lib, p, variant, ws, packed=None, stream=None):
+    packed = p.packed if packed is None else packed
+    rc = lib.fk_gemm(p.m, p.n, p.k, p.a.data_ptr(), packed.data_ptr(), p.scales.data_ptr(), KIND[p.mode],
+                     p.group, None, 1, p.y.data_ptr(), ws.data_ptr(), ws.numel(), variant,
+                     stream.cuda_stream if stream is not None else None)
     if rc:
         raise RuntimeError("fk_gemm: " + lib.fk_error_string(rc).decode())
 
@@ -92,6 +133,7 @@ def main():
     ap.add_argument("--shapes", default="3072x3072,12288x3072,3072x12288,8192x8192")
     ap.add_argument("--modes", default="tensor,block:128")
     ap.add_argument("--variants", default="all", help="all or a comma list of variant numbers")
+    ap.add_argument("--chain", type=int, default=20, help="calls per graph in the back-to-back timing (0: none)")
     args = ap.parse_args()
     dev = torch.device("cuda")
     torch.backends.cuda.matmul.allow_tf32 = False  # an fp32 reference, and cuBLAS fp16 as is
@@ -119,9 +161,9 @@ def main():
                 rec["auto"] = VARIANTS[auto]
                 cand = [v for v in VARIANTS if args.variants == "all" or str(v) in args.variants.split(",")]
                 for v in cand:
-                    if (v == 1 and m > 16) or (v == 2 and m > 32) or (v in (6, 7, 8) and m < 64):
+                    if m > MAX_M.get(v, 1 << 30) or m < MIN_M.get(v, 0):
                         continue
-                    if v >= 6 and mode == "block" and group % 64:
+                    if v in HOPPER and mode == "block" and group % 64:
                         continue
                     need = lib.fk_gemm_workspace(m, n, k, KIND[mode], group, v)
                     if need > ws.numel():
@@ -137,6 +179,16 @@ def main():
                     else:
                         entry["us"] = timeit(lambda: run_ours(lib, p, v, ws), args.reps, flush)
                     rec["ours"][VARIANTS[v]] = entry
+                if m <= 16 and args.chain > 0 and rec["ours"].get(rec["auto"], {}).get("us"):
+                    ncopy = max(2, min(args.chain, -(-(200 << 20) // (n * k))))
+                    copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
+                    rec["chain_us"] = time_chain(lambda c, st: run_ours(lib, p, auto, ws, c, st), copies, args.chain, flush)
+                    del copies
+                    if mode == "tensor":
+                        ncopy = max(2, min(args.chain, -(-(200 << 20) // (2 * n * k))))
+                        copies = [p.w16] + [p.w16.clone() for _ in range(ncopy - 1)]
+                        rec["cublas_chain_us"] = time_chain(lambda c, st: F.linear(p.a, c), copies, args.chain, flush)
+                        del copies
                 if mode == "tensor":
                     rec["cublas_fp16_us"] = timeit(lambda: F.linear(p.a, p.w16), args.reps, flush)
                     s16 = p.scales.half()
@@ -186,6 +238,17 @@ def main():
                 f"{fmt(sm, '{:7.1f}')}")
         print(line)
     print("x = their time / feather auto time (above 1: feather faster). TB/s W = weight bytes (N*K) / time.")
+    chained = [r for r in results if "chain_us" in r]
+    if chained:
+        print()
+        print("back to back (CUDA graph of --chain calls, rotating weight copies), M <= 16:")
+        print(f"{'mode':9} {'N':>5} {'K':>5} {'M':>5} | {'auto':8} {'us':>8} {'TB/s W':>6} | {'cuBLAS':>8} {'TB/s':>6} {'x':>5}")
+        for r in chained:
+            cu = r["chain_us"]
+            cb = r.get("cublas_chain_us")
+            wb = r["n"] * r["k"]
+            cbs = f"{cb:8.1f} {2 * wb / cb / 1e6:6.2f} {cb / cu:5.2f}" if cb else "     n/a    n/a   n/a"
+            print(f"{r['mode']:9} {r['n']:5d} {r['k']:5d} {r['m']:5d} | {r['auto']:8} {cu:8.1f} {wb / cu / 1e6:6.2f} | {cbs}")
 
 
 if __name__ == "__main__":

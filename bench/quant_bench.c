@@ -18,12 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bench_util.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 /* CPU time of the whole process (all threads): on a shared machine the wall clock also counts
  * time spent waiting for a core, so per-core rates are taken from this. */
 static double cpu_now(void) {
@@ -36,15 +32,6 @@ static double cpu_now(void) {
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
-}
-
-static uint64_t rs = 12345;
-static double gauss(void) {
-    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-    double u = ((rs >> 11) + 1) * 0x1p-53;
-    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-    double v = (rs >> 11) * 0x1p-53;
-    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
 }
 
 int main(int argc, char **argv) {

@@ -2,7 +2,7 @@
  * C interface of the GPU kernels and the few runtime calls the library needs. Built by the GPU
  * compiler (the .hip files here) and called from src/gpu.c and, through a shared library, from the
  * benchmark. Every function returns 0 or the runtime's error code (fk_error_string names it).
- * Pointers passed to fk_gemm are device pointers.
+ * Pointers passed to fk_gemm and the fk_quant_* kernels are device pointers.
  */
 #ifndef FK_API_H
 #define FK_API_H
@@ -27,6 +27,8 @@ enum {
     FK_VARIANT_WGMMA = 6,     /* Hopper (sm_90a) wgmma, 128 weight rows × 128 rows of A */
     FK_VARIANT_WGMMA64 = 7,   /* the same with 64 rows of A */
     FK_VARIANT_WGMMA256 = 8,  /* the same with 256 rows of A (not with block scales) */
+    FK_VARIANT_WS128 = 9,     /* Hopper wgmma, warp-specialised: TMA producer warp, persistent, 128 × 128 */
+    FK_VARIANT_WS64 = 10,     /* the same with 64 rows of A */
     FK_VARIANT_COUNT
 };
 
@@ -54,6 +56,68 @@ int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const void *q, const
 
 /* The variant FK_VARIANT_AUTO chooses. */
 int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group);
+
+/* ---- asynchronous work: page-locked host memory, streams, events, copies ----
+ * Streams and events are opaque handles. Copies from or to page-locked memory (fk_host_alloc)
+ * return at once and run in stream order; from or to other host memory they may block. */
+int fk_host_alloc(void **p, size_t bytes);
+int fk_host_free(void *p);
+int fk_stream_create(void **stream);  /* does not synchronise with the default stream */
+int fk_stream_destroy(void *stream);
+int fk_stream_sync(void *stream);
+int fk_event_create(void **event);    /* without timing */
+int fk_event_destroy(void *event);
+int fk_event_record(void *event, void *stream);
+int fk_event_sync(void *event);
+int fk_to_device_async(void *dst, const void *src, size_t bytes, void *stream);
+int fk_to_host_async(void *dst, const void *src, size_t bytes, void *stream);
+/* height rows of width bytes: from src (rows spitch apart) to dst (rows dpitch apart). */
+int fk_to_host_2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                        size_t height, void *stream);
+int fk_memset_async(void *dst, int value, size_t bytes, void *stream);
+int fk_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+/* ---- quantisation (kernels/quant.hip; arithmetic in kernels/quant_hd.h) ----
+ * A call works on `rows` consecutive rows of a weight (a chunk): every pointer is a device
+ * pointer to that chunk's data, and per-row outputs are indexed from the chunk's first row.
+ * The codes go to q as plain rows (rows × k) or, packed, as the chunk's own (k/16, rows, 16). */
+enum { FK_DT_F16 = 0, FK_DT_BF16 = 1, FK_DT_F32 = 2 };
+
+typedef struct fk_quant_params {
+    const void *w;           /* rows × k weights of dtype, row-major */
+    int dtype;               /* FK_DT_* */
+    int e4m3;                /* 0: e5m2, 1: e4m3fn */
+    int64_t rows, k;
+    int64_t group;           /* columns sharing a scale: G for block:G, else k */
+    int nr;                  /* candidates */
+    const float *ratios;     /* nr candidate ratios (search) */
+    const float *imp;        /* k importance weights, or NULL */
+    const uint32_t *impq;    /* k fixed-point importance weights (histogram), or NULL */
+    const float *cand_s, *cand_inv; /* nr fixed candidates (row totals) */
+    float scale;             /* the one scale of fk_quant_cast / fk_quant_stats without scales */
+    float *scales;           /* rows × k/group: written by the search, read by the statistics */
+    float *totals;           /* rows × nr row totals */
+    uint8_t *q;              /* codes */
+    int packed;
+    double *row_stats;       /* rows × 3: Σw², Σe², max|e| of each row */
+    unsigned long long *nonfinite; /* NaN/Inf weights seen are added here */
+    unsigned *amax_bits;     /* max |w| (NaN/Inf as 0) as f32 bits, max-ed in */
+    unsigned long long *hist;   /* 32768 pattern counts, added to */
+    unsigned long long *hist_w; /* 32768 sums of impq, added to (NULL: none) */
+} fk_quant_params;
+
+/* Channel/block search and cast, one group per 16 threads: scales and q (and nonfinite). */
+int fk_quant_search_cast(const fk_quant_params *p, void *stream);
+/* F32 tensor mode: the totals of the fixed candidates over each row (and nonfinite). */
+int fk_quant_row_totals(const fk_quant_params *p, void *stream);
+/* Cast with the one scale p->scale (and nonfinite). */
+int fk_quant_cast(const fk_quant_params *p, void *stream);
+/* Per-row statistics of the codes in q: scales per group from p->scales, or p->scale. */
+int fk_quant_stats(const fk_quant_params *p, void *stream);
+/* Max |w| into amax_bits (and nonfinite). */
+int fk_quant_amax(const fk_quant_params *p, void *stream);
+/* 15-bit magnitude pattern counts (and importance sums) of 16-bit weights. */
+int fk_quant_hist(const fk_quant_params *p, void *stream);
 
 #ifdef __cplusplus
 }

@@ -249,6 +249,16 @@ static int fk_sm_count() {
     return n;
 }
 
+/* The largest shared-memory carveout: left to itself the driver may give a kernel less shared
+ * memory per multiprocessor than the occupancy calculation (and so the grid) assumed. */
+static void fk_prefer_shared(const void *kern) {
+#if FK_NVIDIA
+    (void)cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+#else
+    (void)kern;
+#endif
+}
+
 template <class Mma, int MI, int NJ, int MINB, bool BLOCK>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     constexpr int BN = NJ * Mma::TN;
@@ -294,6 +304,7 @@ static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void
     if (!attr_set) {
         hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
         if (e != hipSuccess) return e;
+        fk_prefer_shared((const void *)kern);
         if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, NTHREADS, SMEM) != hipSuccess || occ < 1) occ = 1;
         attr_set = true;
     }
@@ -361,6 +372,7 @@ static hipError_t fk_go_wgmma(FkParams &p, hipStream_t st, size_t *ws_need) {
     if (!attr_set) {
         hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
         if (e != hipSuccess) return e;
+        fk_prefer_shared((const void *)kern);
         attr_set = true;
     }
     const int max_rows = 65535 * BNA;
@@ -375,6 +387,69 @@ static hipError_t fk_go_wgmma(FkParams &p, hipStream_t st, size_t *ws_need) {
         if (e != hipSuccess) return e;
     }
     return hipSuccess;
+}
+
+/* The driver's tensor-map encoder, reached through the runtime (no link against the driver
+ * library); null when unavailable. */
+typedef CUresult (*FkEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static FkEncodeTiled fk_encode_tiled() {
+    static FkEncodeTiled fn;
+    static bool tried;
+    if (!tried) {
+        tried = true;
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (FkEncodeTiled)f;
+    }
+    return fn;
+}
+
+/* Warp-specialised wgmma kernel: tensor maps of A (K × M halves, boxes of 64 × BNA, 128-byte
+ * swizzle) and of the packed weight (records as pairs of 8-byte words: 2N × K/16, boxes of
+ * 128 records × 4 kb); then one block per multiprocessor. Falls back to the cp.async kernel
+ * when the maps cannot be made (no encoder, misaligned pointers). */
+template <int BNA, int STAGES, bool BLOCK>
+static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
+    if (fk_compute_capability() != 90) return hipErrorInvalidValue;
+    if (ws_need) {
+        *ws_need = 0;
+        return hipSuccess;
+    }
+    FkEncodeTiled enc = fk_encode_tiled();
+    CUtensorMap ta, tw;
+    const cuuint32_t ones[2] = {1, 1};
+    const cuuint64_t dim_a[2] = {(cuuint64_t)p.K, (cuuint64_t)p.M}, stride_a[1] = {(cuuint64_t)p.K * 2};
+    const cuuint32_t box_a[2] = {64, BNA};
+    const cuuint64_t dim_w[2] = {(cuuint64_t)p.N * 2, (cuuint64_t)p.K / 16}, stride_w[1] = {(cuuint64_t)p.N * 16};
+    const cuuint32_t box_w[2] = {FK_WG_BN * 2, 4};
+    if (!enc ||
+        enc(&ta, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p.A, dim_a, stride_a, box_a, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS ||
+        enc(&tw, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, (void *)p.Q, dim_w, stride_w, box_w, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+        return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
+    }
+    constexpr size_t SMEM = FkWsTile<BNA, STAGES>::SMEM;
+    auto kern = fk_gemm_wgws<BNA, STAGES, BLOCK>;
+    static int occ = -1;
+    if (occ < 0) {
+        hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+        if (e != hipSuccess) return e;
+        fk_prefer_shared((const void *)kern);
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, FK_WS_THREADS, SMEM) != hipSuccess) occ = 0;
+    }
+    if (occ < 1) { /* registers or shared memory refused: the cp.async kernel */
+        return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
+    }
+    const long long tiles = (long long)((p.N + FK_WG_BN - 1) / FK_WG_BN) * ((p.M + BNA - 1) / BNA);
+    if (tiles > 0x7fffffffLL) return hipErrorInvalidValue;
+    const int grid = tiles < fk_sm_count() ? (int)tiles : fk_sm_count();
+    kern<<<grid, FK_WS_THREADS, SMEM, st>>>(ta, tw, p);
+    return hipGetLastError();
 }
 #endif
 
@@ -402,6 +477,12 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
         else return hipErrorInvalidValue;
     case FK_VARIANT_WGMMA64:
         if constexpr (Mma::KSS == 64) return fk_go_wgmma<64, 4, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
+    case FK_VARIANT_WS128:
+        if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
+    case FK_VARIANT_WS64:
+        if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WGMMA256:
         /* 128 accumulators per thread: no room for a second set (block scales) */
@@ -457,6 +538,14 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
     if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
+        /* Hopper above M = 32: the warp-specialised wgmma kernel, tiles of 128 rows of A from
+         * M = 256, else 64 (H100 measurements at M = 64…4096: as fast as or faster than the
+         * cp.async wgmma and the tiled kernels at every benchmarked shape but one, 12288×3072 at
+         * M = 128, 4 % slower) */
+        if (kind != FK_SCALE_BLOCK) return m >= 256 ? FK_VARIANT_WS128 : FK_VARIANT_WS64;
+        /* Block scales: the group flush (a wait and 64 fma per thread per group) bounds both
+         * kernels near 300 TFLOP/s; at M = 4096 the cp.async one measured as fast (3072×3072) or
+         * 1–4 % faster. */
         if (m >= 256) return FK_VARIANT_WGMMA;
         /* below that, blocks of 64 rows of A, unless too few of them for a long K: then the
          * tiled kernel, which splits K */

@@ -32,6 +32,24 @@ __device__ __forceinline__ float fk_finish(const FkParams &p, int col, float v) 
     return v;
 }
 
+/* fk_finish split in two for an epilogue that stores many values of few columns: the column's
+ * scale and bias once, then each value (the same operations in the same order). */
+struct FkCol {
+    float s, b;
+};
+__device__ __forceinline__ FkCol fk_col(const FkParams &p, int col) {
+    FkCol c = {1.0f, 0.0f};
+    if (p.kind == FK_SCALE_TENSOR) c.s = p.S[0];
+    else if (p.kind == FK_SCALE_CHANNEL) c.s = p.S[col];
+    if (p.bias) c.b = p.out_bf16 ? fk_bf16_to_f32(p.bias[col]) : fk_f16_to_f32(p.bias[col]);
+    return c;
+}
+__device__ __forceinline__ float fk_finish_col(const FkParams &p, FkCol c, float v) {
+    if (p.kind == FK_SCALE_TENSOR || p.kind == FK_SCALE_CHANNEL) v = v * c.s;
+    if (p.bias) v = v + c.b;
+    return v;
+}
+
 __device__ __forceinline__ uint16_t fk_round(const FkParams &p, float v) {
     return p.out_bf16 ? fk_f32_to_bf16(v) : fk_f32_to_f16(v);
 }

@@ -1,6 +1,10 @@
 /*
- * NVIDIA Hopper (sm_90a) kernel for large M: wgmma, with the roles swapped so that the fp8
- * weight is the register operand. A warpgroup computes a 64 × BNA tile of Yᵀ = W · Aᵀ: its
+ * NVIDIA Hopper (sm_90a) kernels for M > 32: wgmma, with the roles swapped so that the fp8
+ * weight is the register operand. Two versions of the same arithmetic: the first (below) moves
+ * tiles with cp.async issued by every thread and a block barrier per chunk; the second, further
+ * down and the one the library picks, is warp-specialised (a TMA producer warp, mbarriers) and
+ * persistent; the first remains its fallback where no tensor map can be made.
+ * A warpgroup computes a 64 × BNA tile of Yᵀ = W · Aᵀ: its
  * operand A is 64 weight rows × 16 k, built in registers from the packed records (bytes → high
  * bytes of fp16, as everywhere), its operand B is BNA activation rows × 16 k read by the tensor
  * cores from shared memory (K-major, 128-byte swizzle). Two warpgroups share each activation
@@ -14,6 +18,7 @@
 #define FK_GEMM_WGMMA_H
 
 #include "gemm_common.h"
+#include <cuda.h> /* CUtensorMap (the type only: the encoder is reached through the runtime) */
 
 #define FK_WG_THREADS 256
 #define FK_WG_BN 128 /* weight rows per block: two warpgroups of 64 */
@@ -119,6 +124,41 @@ __device__ __forceinline__ void fk_wgmma_m64n256k16_set(float *d, uint32_t a0, u
                    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc)
                  : "memory");
+}
+
+/* The same with scale-d as a run-time value (0: D = A·B, 1: D += A·B), no branch between two
+ * instructions: the warp-specialised kernel keeps every wgmma on one straight path. */
+__device__ __forceinline__ void fk_wgmma_m64n64k16_p(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
+                 : "memory");
+}
+__device__ __forceinline__ void fk_wgmma_m64n128k16_p(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
+                 : "memory");
+}
+template <int BNA>
+__device__ __forceinline__ void fk_wg_mma_p(float *d, const uint32_t *a, uint64_t desc, int scale_d) {
+    static_assert(BNA == 64 || BNA == 128, "warp-specialised tiles: 64 or 128 rows of A");
+    if constexpr (BNA == 128) fk_wgmma_m64n128k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
+    else fk_wgmma_m64n64k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
 }
 
 __device__ __forceinline__ void fk_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -269,6 +309,215 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
         if (m < p.M && n < p.N) fk_store1(p, m, n, acc[i]);
     }
 #else
+    (void)p;
+#endif
+}
+
+
+/* ---- Warp-specialised, persistent version (sm_90a) ----
+ * One producer warp moves each stage with two bulk tensor copies (TMA: the activation tile
+ * swizzled exactly as the descriptor expects, the weight records as they lie; zeros past M, N,
+ * K) completing on a "full" mbarrier; two consumer warpgroups wait on it, build the register
+ * operand of chunk c+1 while chunk c's instructions run (wgmma.wait_group 1, the register operand
+ * alternating between two sets), and give each stage back on an "empty" mbarrier once the
+ * instructions that read it are complete. No block-wide barrier in the main loop. The grid is
+ * one block per multiprocessor looping over output tiles (grouped by 8 tiles of A rows so that
+ * the blocks running together share their activation and weight panels in L2); the producer
+ * runs ahead into the next tile while the consumers store the last one, and the epilogue reads
+ * each thread's two columns' scale and bias once (per element, it had cost 10 % at M = 4096).
+ * Measured on an H100 and dropped: tiles of 256 rows of A (m64n256, 1.3–1.5× slower) and a third
+ * register-operand set keeping two chunks queued (3–8 % slower). */
+#define FK_WS_THREADS (FK_WG_THREADS + 32) /* two consumer warpgroups, then the producer warp */
+#define FK_WS_GROUP_M 8
+/* Registers per thread: 9 warps of 224 fill the register file (65536); a launch bound of 288
+ * threads would make ptxas assume 384 (168 each), too few with block scales (two accumulator
+ * sets of 64, two register-operand sets of 16 and the addresses: it spilled, and with wider
+ * tiles it serialized the wgmmas, C7512). */
+#define FK_WS_MAXNREG 224
+
+template <int BNA, int STAGES>
+struct FkWsTile {
+    static constexpr int ACT_BYTES = BNA * 128;
+    static constexpr int W_BYTES = 4 * FK_WG_BN * 16;
+    static constexpr int STAGE_BYTES = ACT_BYTES + W_BYTES; /* a multiple of 1024 */
+    /* stages, then 2·STAGES mbarriers, plus 1 KB to align the swizzled tiles */
+    static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 16 * STAGES + 1024;
+};
+
+/* Tile t of the grouped order: tm (rows of A, BNA each), tn (weight rows, 128 each). */
+__host__ __device__ __forceinline__ void fk_ws_tile(int t, int ntm, int ntn, int &tm, int &tn) {
+    const int per_group = FK_WS_GROUP_M * ntn, g = t / per_group, first = g * FK_WS_GROUP_M;
+    const int gsize = ntm - first < FK_WS_GROUP_M ? ntm - first : FK_WS_GROUP_M;
+    const int r = t - g * per_group;
+    tm = first + r % gsize;
+    tn = r / gsize;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void fk_mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fk_mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void fk_mbar_arrive(uint32_t bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+/* Until the phase of the given parity has completed. */
+__device__ __forceinline__ void fk_mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void fk_tma_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+#endif
+
+template <int BNA, int STAGES, bool BLOCK>
+__global__ void __maxnreg__(FK_WS_MAXNREG)
+    fk_gemm_wgws(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef FkWsTile<BNA, STAGES> Tile;
+    constexpr int NACC = BNA / 2;
+    extern __shared__ uint4 fk_smem_ws[];
+    const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_ws);
+    const uint32_t s_base = (s_raw + 1023u) & ~1023u;
+    const unsigned char *g_base = (const unsigned char *)fk_smem_ws + (s_base - s_raw);
+    const uint32_t bar_full = s_base + STAGES * Tile::STAGE_BYTES, bar_empty = bar_full + 8 * STAGES;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int ntn = (p.N + FK_WG_BN - 1) / FK_WG_BN, ntm = (p.M + BNA - 1) / BNA, ntiles = ntn * ntm;
+    const int nchunks = (p.K + 63) / 64;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            fk_mbar_init(bar_full + 8 * s, 1);  /* the producer's arrival (+ the copies' bytes) */
+            fk_mbar_init(bar_empty + 8 * s, 8); /* one arrival per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp == FK_WG_THREADS / 32) {
+        /* producer: one lane issues every copy */
+        if (lane == 0) {
+            int s = 0;
+            uint32_t ph = 0;
+            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+                int tm, tn;
+                fk_ws_tile(t, ntm, ntn, tm, tn);
+                for (int c = 0; c < nchunks; c++) {
+                    fk_mbar_wait(bar_empty + 8 * s, ph ^ 1); /* the first pass finds the stages free */
+                    fk_mbar_expect_tx(bar_full + 8 * s, Tile::STAGE_BYTES);
+                    const uint32_t dst = s_base + s * Tile::STAGE_BYTES;
+                    fk_tma_2d(dst, &tm_act, c * 64, tm * BNA, bar_full + 8 * s);
+                    fk_tma_2d(dst + Tile::ACT_BYTES, &tm_w, tn * FK_WG_BN * 2, c * 4, bar_full + 8 * s);
+                    if (++s == STAGES) {
+                        s = 0;
+                        ph ^= 1;
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    /* consumers */
+    const int t = lane & 3;
+    const int nrow = 16 * warp + (lane >> 2); /* weight row (of 128) of a0/a2; a1/a3: +8 */
+    const uint32_t sel = fk_wg_a_sel(t);
+    float acc[NACC];
+    float accg[BLOCK ? NACC : 1];
+    uint32_t a0[4][4], a1[4][4];
+    int s = 0, rs = 0; /* stage of the next chunk; stage of the oldest one not yet given back */
+    uint32_t ph = 0;
+    int pending = 0; /* chunks issued and not yet given back */
+    auto give_back = [&](int keep) {
+        while (pending > keep) {
+            if (lane == 0) fk_mbar_arrive(bar_empty + 8 * rs);
+            rs = rs + 1 == STAGES ? 0 : rs + 1;
+            pending--;
+        }
+    };
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        int tm, tn;
+        fk_ws_tile(tile, ntm, ntn, tm, tn);
+        const int n0 = tn * FK_WG_BN, m0 = tm * BNA;
+#pragma unroll
+        for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
+        auto step = [&](int c, uint32_t(&a)[4][4]) {
+            fk_mbar_wait(bar_full + 8 * s, ph);
+            const unsigned char *wst = g_base + s * Tile::STAGE_BYTES + Tile::ACT_BYTES;
+            const uint32_t act = s_base + s * Tile::STAGE_BYTES;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const unsigned char *rec = wst + k * FK_WG_BN * 16 + nrow * 16;
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    uint32_t w = *(const uint32_t *)(rec + fk_wg_a_row8(r) * 8 * 16 + 4 * fk_wg_a_word(t, r));
+                    a[k][r] = __byte_perm(w, 0u, sel);
+                }
+            }
+            fk_wgmma_fence();
+            /* block scales: the group's first instruction overwrites accg */
+            const int keep = BLOCK && (c * 64) % p.G == 0 ? 0 : 1;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const uint64_t desc = fk_wg_desc(act + k * 32);
+                if constexpr (BLOCK) fk_wg_mma_p<BNA>(accg, a[k], desc, k == 0 ? keep : 1);
+                else fk_wg_mma_p<BNA>(acc, a[k], desc, 1);
+            }
+            fk_wgmma_commit();
+            pending++;
+            if (++s == STAGES) {
+                s = 0;
+                ph ^= 1;
+            }
+            if constexpr (BLOCK) {
+                if (((c + 1) * 64) % p.G == 0) {
+                    fk_wgmma_wait0();
+                    give_back(0);
+                    float s0 = fk_block_scale(p, n0 + nrow, c * 64), s8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
+#pragma unroll
+                    for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? s8 : s0, acc[i]);
+                    return;
+                }
+            }
+            fk_wgmma_wait1(); /* the previous chunk's instructions are complete */
+            give_back(1);
+        };
+        /* Pairs of chunks, then an odd last one: no path reaches a redefinition of a set whose
+         * instructions may still run (ptxas would serialize every wgmma, C7513). */
+        int c = 0;
+        for (; c + 1 < nchunks; c += 2) {
+            step(c, a0);
+            step(c + 1, a1);
+        }
+        if (c < nchunks) step(c, a0);
+        fk_wgmma_wait0();
+        give_back(0);
+        /* accumulator i holds Yᵀ[nrow + 8·row8][col], i.e. Y[m0 + col][n0 + nrow + …]: two
+         * output columns per thread, their scale and bias read once */
+        const int nA = n0 + nrow, nB = nA + 8;
+        const FkCol cA = nA < p.N ? fk_col(p, nA) : FkCol{0.0f, 0.0f};
+        const FkCol cB = nB < p.N ? fk_col(p, nB) : FkCol{0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < NACC; i++) {
+            const bool hi = fk_wg_d_row8(i);
+            int n = hi ? nB : nA, m = m0 + fk_wg_d_col(lane, i);
+            if (m < p.M && n < p.N) p.Y[(size_t)m * p.N + n] = fk_round(p, fk_finish_col(p, hi ? cB : cA, acc[i]));
+        }
+    }
+#else
+    (void)tm_act;
+    (void)tm_w;
     (void)p;
 #endif
 }

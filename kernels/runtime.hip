@@ -1,5 +1,6 @@
-/* The runtime calls src/gpu.c needs, behind the C interface of fk_api.h: device discovery and
- * plain device memory. */
+/* The runtime calls the library needs, behind the C interface of fk_api.h: device discovery and
+ * plain device memory (src/gpu.c), streams, events, page-locked host memory and asynchronous
+ * copies (src/gpu_quant.c). */
 #include "vendor.h"
 #include "fk_api.h"
 
@@ -72,3 +73,46 @@ extern "C" int fk_to_host(void *dst, const void *src, size_t bytes) {
 }
 extern "C" int fk_memset(void *dst, int value, size_t bytes) { return bytes ? (int)hipMemset(dst, value, bytes) : 0; }
 extern "C" int fk_synchronize(void) { return (int)hipDeviceSynchronize(); }
+
+/* ---- asynchronous work (the quantiser's pipeline, src/gpu_quant.c) ---- */
+extern "C" int fk_host_alloc(void **p, size_t bytes) {
+    *p = nullptr;
+    return (int)hipHostMalloc(p, bytes ? bytes : 1, hipHostMallocDefault);
+}
+extern "C" int fk_host_free(void *p) { return p ? (int)hipHostFree(p) : 0; }
+extern "C" int fk_stream_create(void **stream) {
+    hipStream_t s = nullptr;
+    hipError_t e = hipStreamCreateWithFlags(&s, hipStreamNonBlocking);
+    *stream = e == hipSuccess ? (void *)s : nullptr;
+    return (int)e;
+}
+extern "C" int fk_stream_destroy(void *stream) { return stream ? (int)hipStreamDestroy((hipStream_t)stream) : 0; }
+extern "C" int fk_stream_sync(void *stream) { return (int)hipStreamSynchronize((hipStream_t)stream); }
+extern "C" int fk_event_create(void **event) {
+    hipEvent_t ev = nullptr;
+    hipError_t e = hipEventCreateWithFlags(&ev, hipEventDisableTiming);
+    *event = e == hipSuccess ? (void *)ev : nullptr;
+    return (int)e;
+}
+extern "C" int fk_event_destroy(void *event) { return event ? (int)hipEventDestroy((hipEvent_t)event) : 0; }
+extern "C" int fk_event_record(void *event, void *stream) {
+    return (int)hipEventRecord((hipEvent_t)event, (hipStream_t)stream);
+}
+extern "C" int fk_event_sync(void *event) { return (int)hipEventSynchronize((hipEvent_t)event); }
+extern "C" int fk_to_device_async(void *dst, const void *src, size_t bytes, void *stream) {
+    return bytes ? (int)hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, (hipStream_t)stream) : 0;
+}
+extern "C" int fk_to_host_async(void *dst, const void *src, size_t bytes, void *stream) {
+    return bytes ? (int)hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, (hipStream_t)stream) : 0;
+}
+extern "C" int fk_to_host_2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                   size_t height, void *stream) {
+    if (!width || !height) return 0;
+    return (int)hipMemcpy2DAsync(dst, dpitch, src, spitch, width, height, hipMemcpyDeviceToHost, (hipStream_t)stream);
+}
+extern "C" int fk_memset_async(void *dst, int value, size_t bytes, void *stream) {
+    return bytes ? (int)hipMemsetAsync(dst, value, bytes, (hipStream_t)stream) : 0;
+}
+extern "C" int fk_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    return (int)hipMemGetInfo(free_bytes, total_bytes);
+}

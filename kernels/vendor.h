@@ -42,6 +42,22 @@
 #define hipFuncSetAttribute cudaFuncSetAttribute
 #define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemcpy2DAsync cudaMemcpy2DAsync
+#define hipHostMalloc cudaHostAlloc
+#define hipHostMallocDefault cudaHostAllocDefault
+#define hipHostFree cudaFreeHost
+#define hipMemGetInfo cudaMemGetInfo
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipEvent_t cudaEvent_t
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDisableTiming cudaEventDisableTiming
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventDestroy cudaEventDestroy
 #else
 #error "kernels/ are built with nvcc or a HIP compiler"
 #endif
@@ -153,6 +169,15 @@ __device__ __forceinline__ uint32_t fk_ld_stream4(const void *p) {
     return v;
 #else
     return __builtin_nontemporal_load((const uint32_t *)p);
+#endif
+}
+
+/* ---- exchange within aligned groups of 16 threads (the quantiser's lane teams) ---- */
+__device__ __forceinline__ float fk_shfl_xor16(float v, int mask) {
+#if FK_NVIDIA
+    return __shfl_xor_sync(0xffffu << (threadIdx.x & 16), v, mask, 16);
+#else
+    return __shfl_xor(v, mask, 16);
 #endif
 }
 

@@ -5,6 +5,7 @@
  * it is produced; memory holds at most one converted tensor's bytes and scales. Outputs are
  * built under temporary names and all renamed into place only when everything succeeded. */
 #include "internal.h"
+#include "gpu_host.h"
 #include "feather/convert.h"
 
 #include <cJSON.h>
@@ -93,10 +94,12 @@ typedef struct conv {
     feather_plan *plan;
     feather_convert_result *res;
     feather_error *err;
+    feather_device dev; /* CPU or GPU: where weights are quantised */
     char options[2048];
     uint64_t done, total;
     /* Two slots of one tensor's output each, grown as needed: the writer thread streams one
-     * while the next is produced. */
+     * while the next is produced. On the GPU the code slots are page-locked, so the codes come
+     * back from the device straight into them. */
     uint8_t *qs[2];
     size_t q_caps[2];
     float *ss[2];
@@ -352,14 +355,35 @@ static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t
     return FEATHER_OK;
 }
 
+/* Quantises on the conversion's device. On the GPU the codes come back into page-locked slots
+ * and only the weights are copied by the host, which half the threads do at close to the
+ * upload's speed; the other half stay with the writer and the input's hash, which run beside
+ * (measured on a 16-core host: a crew of every thread made whole conversions slower). */
+static feather_status quantize(conv *c, const feather_quant_options *qo, feather_dtype dt, const void *w,
+                               uint64_t n, uint64_t k, int packed, feather_quant_stats *stats) {
+    if (c->dev != FEATHER_DEVICE_GPU)
+        return feather_quantize(c->ctx, qo, dt, w, n, k, packed, c->q, c->scales, stats, c->err);
+    int copiers = feather_ctx_threads(c->ctx) / 2;
+    return feather_gpu_quantize(c->ctx, copiers > 0 ? copiers : 1, qo, dt, w, n, k, packed, c->q, c->scales,
+                                stats, c->err);
+}
+
 /* Produces the fp8 bytes (in the output layout) and scales of one selected tensor into slot. */
 static feather_status produce(conv *c, const feather_plan_entry *e, const void *data, int slot) {
     feather_error *err = c->err;
     const feather_tensor *t = e->tensor;
     uint64_t nk = e->n * e->k;
     int packed = c->o->layout == FEATHER_LAYOUT_PACKED;
-    feather_status st = grow((void **)&c->qs[slot], &c->q_caps[slot], nk, err);
-    if (st) return st;
+    feather_status st = FEATHER_OK;
+    if (c->dev == FEATHER_DEVICE_GPU && c->q_caps[slot] < nk) {
+        feather_host_free(c->qs[slot]);
+        c->q_caps[slot] = 0;
+        if (!(c->qs[slot] = feather_host_alloc(nk)))
+            return feather_fail(err, FEATHER_E_NOMEM, "out of memory (%llu bytes for one tensor)", (unsigned long long)nk);
+        c->q_caps[slot] = nk;
+    } else if ((st = grow((void **)&c->qs[slot], &c->q_caps[slot], nk, err))) {
+        return st;
+    }
     c->q = c->qs[slot];
     c->scales = c->ss[slot];
     size_t *s_cap = &c->s_caps[slot];
@@ -373,8 +397,7 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
             return st;
         c->ss[slot] = c->scales;
         memset(&stats, 0, sizeof stats);
-        st = feather_quantize(c->ctx, &qo, t->dtype, data, e->n, e->k, packed, c->q, c->scales,
-                              c->o->no_snr ? NULL : &stats, err);
+        st = quantize(c, &qo, t->dtype, data, e->n, e->k, packed, c->o->no_snr ? NULL : &stats);
         if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
         if (c->o->no_snr) return FEATHER_OK;
         if (stats.nonfinite)
@@ -407,8 +430,7 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         return st;
     c->ss[slot] = c->scales;
     memset(&stats, 0, sizeof stats);
-    st = feather_quantize(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->q, c->scales,
-                          c->o->no_snr ? NULL : &stats, err);
+    st = quantize(c, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->o->no_snr ? NULL : &stats);
     if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
     if (!c->o->no_snr) note_snr(c, t, &stats);
     return FEATHER_OK;
@@ -504,6 +526,20 @@ static feather_status finish_pipe(wpipe *p, feather_error *err) {
     return p->st;
 }
 
+/* The input's hash runs on one thread, in file order. On the CPU it goes before each tensor's
+ * quantisation; on the GPU, where the converting thread mostly waits, beside it. */
+typedef struct hash_job {
+    XXH3_state_t *h;
+    const void *data;
+    size_t len;
+} hash_job;
+
+static void *hash_main(void *arg) {
+    hash_job *j = arg;
+    XXH3_64bits_update(j->h, j->data, j->len);
+    return NULL;
+}
+
 static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) {
     feather_error *err = c->err;
     feather_status st = FEATHER_OK;
@@ -534,7 +570,11 @@ static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) 
             }
         const void *data;
         if ((st = feather_tensor_data(c->r, t, &data, err))) break;
-        XXH3_64bits_update(h, data, t->nbytes);
+        hash_job hj = {h, data, (size_t)t->nbytes};
+        pthread_t hasher;
+        int hashing = c->dev == FEATHER_DEVICE_GPU && converted(e) && t->nbytes >= ((uint64_t)1 << 20) &&
+                      pthread_create(&hasher, NULL, hash_main, &hj) == 0;
+        if (!hashing) XXH3_64bits_update(h, data, t->nbytes);
         if (e->action == FEATHER_KEEP) {
             /* Zero-copy: the mapped bytes go straight to the writer. */
             st = push_job(&p, (wjob){data, t->nbytes, t, -1});
@@ -542,8 +582,12 @@ static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) 
         } else if (e->action == FEATHER_DROP) {
             feather_tensor_release(c->r, t);
         } else {
-            if ((st = take_slot(&p, slot))) break;
+            if ((st = take_slot(&p, slot))) {
+                if (hashing) pthread_join(hasher, NULL);
+                break;
+            }
             st = produce(c, e, data, slot);
+            if (hashing) pthread_join(hasher, NULL);
             /* The input is no longer needed: at most one input tensor and the two output slots
              * are resident at any time. */
             feather_tensor_release(c->r, t);
@@ -682,11 +726,13 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     memset(res, 0, sizeof *res);
     res->snr_worst_db = INFINITY;
     snprintf(res->output, sizeof res->output, "%s", output);
-    if (o->device == FEATHER_DEVICE_GPU)
-        return feather_fail(err, FEATHER_E_UNSUPPORTED, "--device gpu: this build has no GPU backend");
-
-    conv c = {.ctx = ctx, .o = o, .res = res, .err = err};
-    feather_status st = feather_open(&c.r, input, 0, err);
+    /* The device first: a GPU that is asked for but missing fails before anything is opened
+     * or written. AUTO falls back to the CPU silently (programs say so; see feather-convert). */
+    conv c = {.ctx = ctx, .o = o, .res = res, .err = err, .dev = FEATHER_DEVICE_CPU};
+    feather_status st = feather_device_select(o->device, &c.dev, NULL, NULL, 0, err);
+    if (st) return st;
+    res->used_gpu = c.dev == FEATHER_DEVICE_GPU;
+    st = feather_open(&c.r, input, 0, err);
     if (st) return st;
     if ((st = feather_plan_new(&c.plan, c.r, o, err))) goto out_reader;
     options_string(o, feather_plan_preset(c.plan), c.options, sizeof c.options);
@@ -769,7 +815,8 @@ out_plan:
 out_reader:
     feather_close(c.r);
     for (int i = 0; i < 2; i++) {
-        free(c.qs[i]);
+        if (c.dev == FEATHER_DEVICE_GPU) feather_host_free(c.qs[i]);
+        else free(c.qs[i]);
         free(c.ss[i]);
     }
     free(c.wide);

@@ -1,4 +1,5 @@
-/* Host side of the GPU backend: device discovery and the matrix product on host pointers.
+/* Host side of the GPU backend: device discovery, the device lock, page-locked host memory and
+ * the matrix product on host pointers (the quantiser's host side is gpu_quant.c).
  *
  * The kernels and the runtime calls are compiled by the GPU compiler (kernels/) and reached
  * through the C interface of kernels/fk_api.h. Device memory is a small cache of grow-only
@@ -7,8 +8,10 @@
  * GPU work of all threads (there is one device and one set of buffers). Without a GPU backend
  * (make GPU=none) every entry point reports that. */
 #include "gemm_cpu.h"
+#include "gpu_host.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #ifdef FEATHER_GPU
 #include "../kernels/fk_api.h"
@@ -119,7 +122,68 @@ void feather_gpu_release(void) {
         gpu_buf[i].p = NULL;
         gpu_buf[i].cap = 0;
     }
+    if (gpu_state == 1) feather_gpu_quant_release_locked();
     pthread_mutex_unlock(&gpu_mu);
+}
+
+int feather_gpu_lock(char *desc, size_t len) {
+    pthread_mutex_lock(&gpu_mu);
+    probe_locked();
+    if (desc && len) snprintf(desc, len, "%s", gpu_desc);
+    return gpu_state == 1;
+}
+
+void feather_gpu_unlock(void) { pthread_mutex_unlock(&gpu_mu); }
+
+/* Page-locked blocks handed out, so that feather_host_pinned can answer without asking the
+ * runtime (whose pointer queries differ between vendors and versions). Few and long-lived:
+ * a converter's two output slots. */
+#define PINNED_MAX 64
+static pthread_mutex_t pinned_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { void *p; size_t len; } pinned[PINNED_MAX];
+
+void *feather_host_alloc(size_t bytes) {
+    void *p = NULL;
+    if (feather_gpu_available(NULL, 0)) {
+        pthread_mutex_lock(&pinned_mu);
+        int slot = -1;
+        for (int i = 0; i < PINNED_MAX && slot < 0; i++)
+            if (!pinned[i].p) slot = i;
+        if (slot >= 0 && fk_host_alloc(&p, bytes) == 0) {
+            pinned[slot].p = p;
+            pinned[slot].len = bytes;
+        } else {
+            p = NULL;
+        }
+        pthread_mutex_unlock(&pinned_mu);
+    }
+    return p ? p : malloc(bytes ? bytes : 1);
+}
+
+void feather_host_free(void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&pinned_mu);
+    for (int i = 0; i < PINNED_MAX; i++)
+        if (pinned[i].p == p) {
+            fk_host_free(p);
+            pinned[i].p = NULL;
+            pthread_mutex_unlock(&pinned_mu);
+            return;
+        }
+    pthread_mutex_unlock(&pinned_mu);
+    free(p);
+}
+
+int feather_host_pinned(const void *p, size_t len) {
+    const char *c = p;
+    int yes = 0;
+    pthread_mutex_lock(&pinned_mu);
+    for (int i = 0; i < PINNED_MAX && !yes; i++) {
+        const char *b = pinned[i].p;
+        yes = b && c >= b && len <= pinned[i].len && (size_t)(c - b) <= pinned[i].len - len;
+    }
+    pthread_mutex_unlock(&pinned_mu);
+    return yes;
 }
 
 #else /* no GPU backend in this build */
@@ -137,5 +201,18 @@ feather_status feather_gemm_gpu(const feather_gemm_args *a, feather_error *err) 
 }
 
 void feather_gpu_release(void) {}
+
+int feather_gpu_lock(char *desc, size_t len) {
+    if (desc && len) snprintf(desc, len, "%s", no_gpu);
+    return 0;
+}
+void feather_gpu_unlock(void) {}
+void *feather_host_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
+void feather_host_free(void *p) { free(p); }
+int feather_host_pinned(const void *p, size_t len) {
+    (void)p;
+    (void)len;
+    return 0;
+}
 
 #endif

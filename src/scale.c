@@ -217,12 +217,6 @@ static unsigned argmin_f(const float *t, unsigned n) {
     }
     return b;
 }
-static unsigned argmin_d(const double *t, unsigned n) {
-    unsigned b = 0;
-    for (unsigned j = 1; j < n; j++)
-        if (t[j] < t[b]) b = j;
-    return b;
-}
 
 /* s_absmax of a group, or 0 when the group gets s = 1 (all zero, or too small to scale). */
 static float absmax_scale(float amax, scale_fmt f) {
@@ -494,30 +488,89 @@ static void hist_worker(void *arg, size_t b, size_t e, int w) {
     if (!j->impq) hist_flush32(t);
 }
 
+void feather_scale_impq(const float *imp, uint64_t k, uint32_t *out) {
+    /* Fixed point keeps the per-bin sums integer, hence independent of summation order:
+     * q[k] = floor(imp[k] / max_imp · 2^24 + 0.5), in double. */
+    float mx = 0;
+    for (uint64_t i = 0; i < k; i++)
+        if (imp[i] > mx) mx = imp[i];
+    for (uint64_t i = 0; i < k; i++)
+        out[i] = mx > 0 ? (uint32_t)((double)imp[i] / (double)mx * 16777216.0 + 0.5) : 0;
+}
+
+feather_status feather_scale_hist_pick(const feather_quant_options *o, feather_dtype dt,
+                                       const uint16_t *c16, const uint64_t *cnt,
+                                       const uint64_t *wsum, const float *r, unsigned nr,
+                                       const scale_kernels *kn, float *scale, double *obj,
+                                       feather_error *err) {
+    char pre[320];
+    scale_fmt f = scale_fmt_of(o->format);
+#define COUNT(i) (c16 ? (uint64_t)c16[i] : cnt[i])
+    /* Patterns from the first non-finite one up are Inf/NaN. */
+    unsigned inf = dt == FEATHER_F16 ? 0x7c00 : 0x7f80;
+    uint64_t nf = 0;
+    for (size_t i = inf; i < HIST_BINS; i++) nf += COUNT(i);
+    if (nf && !o->allow_nonfinite)
+        return feather_fail(err, FEATHER_E_INVALID,
+                            "%s%llu NaN/Inf weight(s) (not allowed unless non-finite values are "
+                            "accepted)",
+                            name_prefix(o, pre, sizeof pre), (unsigned long long)nf);
+    unsigned top = 0;
+    for (unsigned i = inf; i-- > 1;)
+        if (COUNT(i)) {
+            top = i;
+            break;
+        }
+    float amax = dt == FEATHER_F16 ? feather_f16_to_f32((uint16_t)top)
+                                   : feather_bf16_to_f32((uint16_t)top);
+    float sa = absmax_scale(amax, f);
+    if (sa == 0) {
+        *scale = 1.0f;
+        if (obj)
+            for (unsigned q = 0; q < nr; q++) obj[q] = 0;
+        return FEATHER_OK;
+    }
+    float *vals = malloc(sizeof *vals * (top + 1));
+    double *wt = malloc(sizeof *wt * (top + 1));
+    if (!vals || !wt) {
+        free(vals);
+        free(wt);
+        return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+    }
+    size_t nb = 0;
+    for (unsigned i = 1; i <= top; i++) {
+        uint64_t c = wsum ? wsum[i] : COUNT(i);
+        if (!c) continue;
+        vals[nb] = dt == FEATHER_F16 ? feather_f16_to_f32((uint16_t)i)
+                                     : feather_bf16_to_f32((uint16_t)i);
+        wt[nb++] = (double)c;
+    }
+#undef COUNT
+    float s[FEATHER_GRID_MAX], inv[FEATHER_GRID_MAX];
+    double ob[FEATHER_GRID_MAX];
+    kn->cands(sa, r, nr, s, inv);
+    kn->hist(vals, wt, nb, s, inv, nr, f, ob);
+    *scale = s[feather_scale_argmin_d(ob, nr)];
+    if (obj) memcpy(obj, ob, sizeof(double) * nr);
+    free(vals);
+    free(wt);
+    return FEATHER_OK;
+}
+
 static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_options *o,
                                          feather_dtype dt, const uint16_t *p, uint64_t n,
                                          uint64_t k, const float *r, unsigned nr,
                                          const scale_kernels *kn, float *scale, double *obj,
                                          feather_error *err) {
     char pre[320];
-    scale_fmt f = scale_fmt_of(o->format);
     int nt = feather_ctx_threads(ctx);
     feather_status st = FEATHER_OK;
     uint32_t *impq = NULL;
-    float *vals = NULL;
-    double *wt = NULL;
     uint64_t total = n * k;
     if (o->importance) {
-        /* Fixed point keeps the per-bin sums integer, hence independent of summation order:
-         * q[k] = floor(imp[k] / max_imp · 2^24 + 0.5), in double. */
-        float mx = 0;
-        for (uint64_t i = 0; i < k; i++)
-            if (o->importance[i] > mx) mx = o->importance[i];
         impq = malloc(sizeof *impq * (size_t)k);
         if (!impq) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-        for (uint64_t i = 0; i < k; i++)
-            impq[i] = mx > 0 ? (uint32_t)((double)o->importance[i] / (double)mx * 16777216.0 + 0.5)
-                             : 0;
+        feather_scale_impq(o->importance, k, impq);
     }
     /* Small tensors (most LoRA factors) cannot overflow one 16-bit table: count into it
      * directly and skip the per-thread tables, their flushes and merges (same counts). */
@@ -561,57 +614,9 @@ static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_o
             if (impq) t0->wsum[i] += t->wsum[i];
         }
     }
-#define COUNT(i) (small ? (uint64_t)c16[i] : t0->cnt[i])
-    /* Patterns from the first non-finite one up are Inf/NaN. */
-    unsigned inf = dt == FEATHER_F16 ? 0x7c00 : 0x7f80;
-    uint64_t nf = 0;
-    for (size_t i = inf; i < HIST_BINS; i++) nf += COUNT(i);
-    if (nf && !o->allow_nonfinite) {
-        st = feather_fail(err, FEATHER_E_INVALID,
-                          "%s%llu NaN/Inf weight(s) (not allowed unless non-finite values are "
-                          "accepted)",
-                          name_prefix(o, pre, sizeof pre), (unsigned long long)nf);
-        goto out;
-    }
-    unsigned top = 0;
-    for (unsigned i = inf; i-- > 1;)
-        if (COUNT(i)) {
-            top = i;
-            break;
-        }
-    float amax = dt == FEATHER_F16 ? feather_f16_to_f32((uint16_t)top)
-                                   : feather_bf16_to_f32((uint16_t)top);
-    float sa = absmax_scale(amax, f);
-    if (sa == 0) {
-        *scale = 1.0f;
-        if (obj)
-            for (unsigned q = 0; q < nr; q++) obj[q] = 0;
-        goto out;
-    }
-    vals = malloc(sizeof *vals * (top + 1));
-    wt = malloc(sizeof *wt * (top + 1));
-    if (!vals || !wt) {
-        st = feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-        goto out;
-    }
-    size_t nb = 0;
-    for (unsigned i = 1; i <= top; i++) {
-        uint64_t c = o->importance ? t0->wsum[i] : COUNT(i);
-        if (!c) continue;
-        vals[nb] = dt == FEATHER_F16 ? feather_f16_to_f32((uint16_t)i)
-                                     : feather_bf16_to_f32((uint16_t)i);
-        wt[nb++] = (double)c;
-    }
-#undef COUNT
-    float s[FEATHER_GRID_MAX], inv[FEATHER_GRID_MAX];
-    double ob[FEATHER_GRID_MAX];
-    kn->cands(sa, r, nr, s, inv);
-    kn->hist(vals, wt, nb, s, inv, nr, f, ob);
-    *scale = s[argmin_d(ob, nr)];
-    if (obj) memcpy(obj, ob, sizeof(double) * nr);
+    st = feather_scale_hist_pick(o, dt, small ? c16 : NULL, small ? NULL : t0->cnt,
+                                 impq ? t0->wsum : NULL, r, nr, kn, scale, obj, err);
 out:
-    free(vals);
-    free(wt);
     free(c16);
     free(j.scratch);
     free(impq);
@@ -620,7 +625,7 @@ out:
 
 /* ---------------------------------------------------------------- driver ---- */
 
-static feather_status check_options(const feather_quant_options *o, feather_dtype dt, uint64_t n,
+feather_status feather_scale_check_options(const feather_quant_options *o, feather_dtype dt, uint64_t n,
                                     uint64_t k, feather_error *err) {
     char pre[320], m[32];
     if (!o) return feather_fail(err, FEATHER_E_ARG, "missing quantisation options");
@@ -666,7 +671,7 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
                                            uint64_t k, const float *r, unsigned nr,
                                            float *scales, double *obj, feather_error *err) {
     char pre[320];
-    feather_status st = check_options(o, dt, n, k, err);
+    feather_status st = feather_scale_check_options(o, dt, n, k, err);
     if (st) return st;
     if (nr < 1 || nr > FEATHER_GRID_MAX)
         return feather_fail(err, FEATHER_E_ARG, "grid of %u candidates (1 to %d)", nr,
@@ -773,7 +778,7 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
         for (unsigned q = 0; q < nr; q++) ob[q] = 0;
         for (uint64_t row = 0; row < n; row++)
             for (unsigned q = 0; q < nr; q++) ob[q] += (double)rowtot[row * nr + q];
-        scales[0] = cs[argmin_d(ob, nr)];
+        scales[0] = cs[feather_scale_argmin_d(ob, nr)];
         if (obj) memcpy(obj, ob, sizeof(double) * nr);
     }
 out:
@@ -790,7 +795,7 @@ feather_status feather_scale_search(feather_ctx *ctx, const feather_quant_option
                                     float *scales, feather_error *err) {
     float r[FEATHER_GRID_MAX];
     if (!o) return feather_fail(err, FEATHER_E_ARG, "missing quantisation options");
-    if (o->grid > FEATHER_GRID_MAX) return check_options(o, dt, n, k, err);
+    if (o->grid > FEATHER_GRID_MAX) return feather_scale_check_options(o, dt, n, k, err);
     unsigned nr = feather_grid_size(o->grid);
     feather_grid_ratios(nr, r);
     return feather_scale_search_ratios(ctx, o, dt, w, n, k, r, nr, scales, NULL, err);

@@ -139,6 +139,31 @@ static inline float feather_scale_tree(const float l[16]) {
     return c0 + c1;
 }
 
+/* Index of the least objective; ties and NaN keep the earlier candidate (quant.h step 6). */
+static inline unsigned feather_scale_argmin_d(const double *t, unsigned n) {
+    unsigned b = 0;
+    for (unsigned j = 1; j < n; j++)
+        if (t[j] < t[b]) b = j;
+    return b;
+}
+
+/* The option and shape checks of feather_scale_search (FEATHER_E_ARG with the rule broken). */
+feather_status feather_scale_check_options(const feather_quant_options *opts, feather_dtype dtype,
+                                           uint64_t n, uint64_t k, feather_error *err);
+
+/* Tensor mode of 16-bit weights (quant.h step 5), split so that the counting can happen
+ * elsewhere (the GPU counts, the host picks):
+ * impq: the fixed-point importance iq[k] of step 5 for k weights;
+ * hist_pick: from the counts of the 32768 magnitude patterns (c16 for small tensors, else cnt)
+ * and, with importance, the sums of iq over each pattern (wsum), fails on NaN/Inf patterns
+ * unless allowed and picks the scale (obj: the objectives, may be NULL). */
+void feather_scale_impq(const float *imp, uint64_t k, uint32_t *out);
+feather_status feather_scale_hist_pick(const feather_quant_options *opts, feather_dtype dtype,
+                                       const uint16_t *c16, const uint64_t *cnt,
+                                       const uint64_t *wsum, const float *ratios, unsigned nr,
+                                       const scale_kernels *kn, float *scale, double *obj,
+                                       feather_error *err);
+
 /* Search with explicit candidate ratios (r[0] should be 1; every r in [1/4, 4)) instead of the
  * grid of opts->grid: used by the quality bench to compare grids. When obj is not NULL and the
  * mode is tensor, obj[j] receives the objective of candidate j. */

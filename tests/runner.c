@@ -1,5 +1,5 @@
-/* The one test runner: runs every registered test (or those whose name contains argv[1]),
- * each in order, and ends with "N passed, N failed, N skipped". Exit status 1 if any failed. */
+/* The one test runner: runs every registered test (or those whose name or file contains one of
+ * the arguments), each in order, and ends with "N passed, N failed, N skipped". Exit status 1 if any failed. */
 #include "test.h"
 
 #include <dirent.h>
@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #define MAX_TESTS 4096
-static struct { const char *name, *file; test_fn fn; } tests[MAX_TESTS];
+struct test_entry { const char *name, *file; test_fn fn; };
+static struct test_entry tests[MAX_TESTS];
 static int ntests;
 static int cur_failed, cur_skipped;
 static char tmpdir[512];
@@ -107,12 +108,17 @@ static void rm_rf(const char *path) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", path);
 }
 
+static int selected(const struct test_entry *t, int argc, char **argv) {
+    for (int a = 1; a < argc; a++)
+        if (strstr(t->name, argv[a]) || strstr(t->file, argv[a])) return 1;
+    return argc < 2;
+}
+
 int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
-    const char *filter = argc > 1 ? argv[1] : NULL;
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 0; i < ntests; i++) {
-        if (filter && !strstr(tests[i].name, filter) && !strstr(tests[i].file, filter)) continue;
+        if (!selected(&tests[i], argc, argv)) continue;
         cur_failed = 0;
         cur_skipped = 0;
         tmpdir[0] = 0;

@@ -122,6 +122,30 @@ const char *feather_simd_name(feather_simd s);
 feather_status feather_ctx_set_simd(feather_ctx *ctx, feather_simd s);
 feather_simd feather_ctx_simd(const feather_ctx *ctx);
 
+/* ---- devices: where the matrix product (gemm.h) and quantisation (quant.h) run ----
+ * FEATHER_DEVICE_CPU: the threaded SIMD code; FEATHER_DEVICE_GPU: the GPU kernels
+ * (FEATHER_E_UNSUPPORTED when this build has none or no usable GPU is present); AUTO: the GPU
+ * when one is usable, else the CPU. Quantisation gives the same bytes on both. */
+typedef enum feather_device {
+    FEATHER_DEVICE_AUTO = 0,
+    FEATHER_DEVICE_CPU,
+    FEATHER_DEVICE_GPU
+} feather_device;
+
+/* Parses "auto", "cpu", "gpu". */
+feather_status feather_device_parse(const char *s, feather_device *dev, feather_error *err);
+const char *feather_device_name(feather_device d); /* "auto", "cpu", "gpu" */
+
+/* 1 when this build has a GPU backend and a GPU it can use. desc (may be NULL) receives the
+ * device ("NVIDIA H100 80GB HBM3, sm_90, 132 SMs") or why there is none ("built without GPU
+ * support", "no CUDA device: ..."). The first call initialises the GPU runtime. */
+int feather_gpu_available(char *desc, size_t len);
+
+/* Resolves a request to CPU or GPU. AUTO without a usable GPU gives CPU and sets *fell_back
+ * (may be NULL) to 1, with the reason in why; GPU without one fails with FEATHER_E_UNSUPPORTED. */
+feather_status feather_device_select(feather_device want, feather_device *got, int *fell_back,
+                                     char *why, size_t len, feather_error *err);
+
 #ifdef __cplusplus
 }
 #endif

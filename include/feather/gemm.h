@@ -19,7 +19,8 @@
  * Devices: FEATHER_DEVICE_CPU runs the threaded SIMD implementation; FEATHER_DEVICE_GPU the
  * GPU kernels (FEATHER_E_UNSUPPORTED when this build has none or no usable GPU is present);
  * FEATHER_DEVICE_AUTO the GPU when one is usable, else the CPU. Programs resolve AUTO once with
- * feather_device_select() so they can tell the user about the fallback.
+ * feather_device_select() so they can tell the user about the fallback. (feather_device and its
+ * functions are declared in feather.h: quantisation takes a device too.)
  */
 #ifndef FEATHER_GEMM_H
 #define FEATHER_GEMM_H
@@ -30,26 +31,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum feather_device {
-    FEATHER_DEVICE_AUTO = 0,
-    FEATHER_DEVICE_CPU,
-    FEATHER_DEVICE_GPU
-} feather_device;
-
-/* Parses "auto", "cpu", "gpu". */
-feather_status feather_device_parse(const char *s, feather_device *dev, feather_error *err);
-const char *feather_device_name(feather_device d); /* "auto", "cpu", "gpu" */
-
-/* 1 when this build has a GPU backend and a GPU it can use. desc (may be NULL) receives the
- * device ("NVIDIA H100 80GB HBM3, sm_90, 132 SMs") or why there is none ("built without GPU
- * support", "no CUDA device: ..."). The first call initialises the GPU runtime. */
-int feather_gpu_available(char *desc, size_t len);
-
-/* Resolves a request to CPU or GPU. AUTO without a usable GPU gives CPU and sets *fell_back
- * (may be NULL) to 1, with the reason in why; GPU without one fails with FEATHER_E_UNSUPPORTED. */
-feather_status feather_device_select(feather_device want, feather_device *got, int *fell_back,
-                                     char *why, size_t len, feather_error *err);
 
 typedef struct feather_gemm_args {
     uint64_t m, n, k;

@@ -124,6 +124,26 @@ feather_status feather_quantize(feather_ctx *ctx, const feather_quant_options *o
                                 int packed, uint8_t *q, float *scales,
                                 feather_quant_stats *stats, feather_error *err);
 
+/* feather_quantize on a device (feather.h). FEATHER_DEVICE_CPU is feather_quantize.
+ * FEATHER_DEVICE_GPU runs the search, the cast and the packing on the GPU and returns the same
+ * q and scales, bit for bit, for every mode, format, dtype, layout and importance (the kernels
+ * perform the arithmetic above operation by operation); stats are computed there in the CPU's
+ * order too (callers should still only expect them to agree to rounding). FEATHER_DEVICE_AUTO:
+ * the GPU when one is usable, else the CPU, silently (programs that want to say so resolve the
+ * device first with feather_device_select).
+ * The weight streams through page-locked staging buffers in chunks of rows, the copies
+ * overlapping the kernels; the context's threads copy between w/q and the staging buffers (ctx
+ * may be NULL: the caller's thread). Tensor and absmax modes hold the whole weight on the
+ * device (N·K·dtype-size bytes); the other modes a few chunks. The GPU work of all threads is
+ * serialised; feather_gpu_release() frees what is kept on the device between calls.
+ * Errors: those of feather_quantize, and FEATHER_E_UNSUPPORTED when the GPU is asked for but
+ * this build has no GPU backend or no usable GPU is present, or when a GPU step fails (the
+ * message names it). On any failure the contents of q and scales are unspecified. */
+feather_status feather_quantize_on(feather_ctx *ctx, feather_device dev,
+                                   const feather_quant_options *opts, feather_dtype dtype,
+                                   const void *w, uint64_t n, uint64_t k, int packed, uint8_t *q,
+                                   float *scales, feather_quant_stats *stats, feather_error *err);
+
 /* Casts with given scales (no search): what feather_quantize does after choosing them.
  * scales: as for feather_scale_count (none/absmax/tensor use scales[0], NULL for none means
  * s = 1; channel scales[n]; block scales[n·K/G + k/G]); each must be positive and finite.

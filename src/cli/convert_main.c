@@ -151,16 +151,22 @@ static int parse_device(const char *s, feather_device *d) {
     return 0;
 }
 
-/* Records the command line (shell-quoted where needed) for feather.command. */
+/* Records the command line (shell-quoted where needed) for feather.command, without
+ * "--device D": the device does not change a byte of the output, and leaving it out keeps the
+ * files made on the CPU and on the GPU identical. */
 static char *command_line(int argc, char **argv) {
     size_t len = 1;
     for (int i = 0; i < argc; i++) len += strlen(argv[i]) * 4 + 3;
     char *s = malloc(len), *p = s;
     if (!s) return NULL;
     for (int i = 0; i < argc; i++) {
+        if (i && !strcmp(argv[i], "--device")) {
+            i++;
+            continue;
+        }
         const char *a = i == 0 ? "feather-convert" : argv[i];
         int plain = *a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == strlen(a);
-        if (i) *p++ = ' ';
+        if (p != s) *p++ = ' ';
         if (plain) {
             p += sprintf(p, "%s", a);
         } else {
@@ -279,6 +285,21 @@ int main(int argc, char **argv) {
     o.command_line = cmd;
     ctx = feather_ctx_new((int)threads);
     if (!ctx) { worst = FEATHER_EXIT_INPUT; goto done; }
+    if (!plan && o.device != FEATHER_DEVICE_CPU) {
+        /* Once for all inputs: a missing GPU that was asked for is one error, a fallback one
+         * notice (none when this build has no GPU backend: then the CPU is simply the device). */
+        feather_device got;
+        int fell_back = 0;
+        char why[256] = "";
+        feather_error err = {0};
+        if (feather_device_select(o.device, &got, &fell_back, why, sizeof why, &err)) {
+            worst = cli_fail(&err);
+            goto done;
+        }
+        if (fell_back && !quiet && !strstr(why, "without GPU support"))
+            cli_error("notice: no usable GPU (%s); quantising on the CPU", why);
+        o.device = got;
+    }
     jroot = cJSON_CreateObject();
     cJSON *jfiles = cJSON_CreateArray();
 
@@ -344,6 +365,7 @@ int main(int argc, char **argv) {
                 cJSON_AddNumberToObject(f, "bytes_in", (double)res.bytes_in);
                 cJSON_AddNumberToObject(f, "bytes_out", (double)res.bytes_out);
                 cJSON_AddNumberToObject(f, "seconds", res.seconds);
+                cJSON_AddStringToObject(f, "device", res.used_gpu ? "gpu" : "cpu");
                 if (isfinite(res.snr_mean_db)) cJSON_AddNumberToObject(f, "snr_mean_db", res.snr_mean_db);
                 if (isfinite(res.snr_worst_db)) cJSON_AddNumberToObject(f, "snr_worst_db", res.snr_worst_db);
                 if (res.worst_tensor[0]) cJSON_AddStringToObject(f, "worst_tensor", res.worst_tensor);
