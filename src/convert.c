@@ -19,7 +19,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #define FEATHER_DEFAULT_MODE FEATHER_SCALE_CHANNEL
 
@@ -529,29 +528,31 @@ static feather_status finish_pipe(wpipe *p, feather_error *err) {
 /* The input's hash runs on one thread, in file order. On the CPU it goes before each tensor's
  * quantisation; on the GPU, where the converting thread mostly waits, beside it. */
 typedef struct hash_job {
-    XXH3_state_t *h;
+    feather_shard_hasher *h;
+    feather_reader *r;
     const void *data;
     size_t len;
 } hash_job;
 
 static void *hash_main(void *arg) {
     hash_job *j = arg;
-    XXH3_64bits_update(j->h, j->data, j->len);
+    feather_shard_hasher_feed(j->h, j->r, j->data, j->len);
     return NULL;
 }
 
 static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) {
     feather_error *err = c->err;
     feather_status st = FEATHER_OK;
-    XXH3_state_t *h = XXH3_createState();
-    if (!h) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-    XXH3_64bits_reset(h);
-    XXH3_64bits_update(h, feather_shard_header_bytes(c->r, shard), 8 + feather_shard_header_len(c->r, shard));
+    feather_shard_hasher h;
+    if ((st = feather_shard_hasher_begin(&h, c->r, shard, err))) {
+        feather_shard_hasher_free(&h);
+        return st;
+    }
     wpipe p = {.w = w, .r = c->r};
     pthread_mutex_init(&p.mu, NULL);
     pthread_cond_init(&p.cv, NULL);
     if (pthread_create(&p.thread, NULL, writer_main, &p)) {
-        XXH3_freeState(h);
+        feather_shard_hasher_free(&h);
         return feather_fail(err, FEATHER_E_NOMEM, "cannot start the writer thread");
     }
     const char *cq = comfy_quant_json(c->o->quant.format);
@@ -570,11 +571,11 @@ static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) 
             }
         const void *data;
         if ((st = feather_tensor_data(c->r, t, &data, err))) break;
-        hash_job hj = {h, data, (size_t)t->nbytes};
+        hash_job hj = {&h, c->r, data, (size_t)t->nbytes};
         pthread_t hasher;
         int hashing = c->dev == FEATHER_DEVICE_GPU && converted(e) && t->nbytes >= ((uint64_t)1 << 20) &&
                       pthread_create(&hasher, NULL, hash_main, &hj) == 0;
-        if (!hashing) XXH3_64bits_update(h, data, t->nbytes);
+        if (!hashing) hash_main(&hj);
         if (e->action == FEATHER_KEEP) {
             /* Zero-copy: the mapped bytes go straight to the writer. */
             st = push_job(&p, (wjob){data, t->nbytes, t, -1});
@@ -609,11 +610,12 @@ static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) 
         st = wst;
         if (err) *err = werr;
     }
-    if (!st) {
+    uint64_t digest;
+    if (!st && !(st = feather_shard_hasher_finish(&h, c->r, &digest, err))) {
         char hex[17];
-        st = feather_writer_metadata_fill(w, "feather.source_xxh3", hex64(XXH3_64bits_digest(h), hex), err);
+        st = feather_writer_metadata_fill(w, "feather.source_xxh3", hex64(digest, hex), err);
     }
-    XXH3_freeState(h);
+    feather_shard_hasher_free(&h);
     return st;
 }
 
