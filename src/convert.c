@@ -715,16 +715,10 @@ static feather_status write_index(conv *c, const char *output, char **shard_path
     return st;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 feather_status feather_convert(feather_ctx *ctx, const char *input, const char *output,
                                const feather_convert_options *o, feather_convert_result *res,
                                feather_error *err) {
-    double t0 = now_s();
+    double t0 = feather_now_s();
     memset(res, 0, sizeof *res);
     res->snr_worst_db = INFINITY;
     snprintf(res->output, sizeof res->output, "%s", output);
@@ -822,6 +816,6 @@ out_reader:
         free(c.ss[i]);
     }
     free(c.wide);
-    res->seconds = now_s() - t0;
+    res->seconds = feather_now_s() - t0;
     return st;
 }

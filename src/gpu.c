@@ -38,20 +38,24 @@ int feather_gpu_available(char *desc, size_t len) {
     return ok;
 }
 
+int feather_gpu_grow(void **p, size_t *cap, size_t need) {
+    if (*p && *cap >= need) return 0;
+    fk_free(*p);
+    *p = NULL;
+    *cap = 0;
+    size_t c = need + need / 4; /* slack for the next, slightly larger tensor */
+    int rc = fk_malloc(p, c);
+    if (rc) *p = NULL;
+    else *cap = c;
+    return rc;
+}
+
 /* Makes buffer i hold at least need bytes; a new workspace starts zeroed (fk_gemm's rule). */
 static int reserve(int i, size_t need) {
-    if (gpu_buf[i].p && gpu_buf[i].cap >= need) return 0;
-    fk_free(gpu_buf[i].p);
-    gpu_buf[i].p = NULL;
-    gpu_buf[i].cap = 0;
-    size_t cap = need + need / 4; /* slack for the next, slightly larger layer */
-    int rc = fk_malloc(&gpu_buf[i].p, cap);
-    if (rc) {
-        gpu_buf[i].p = NULL;
-        return rc;
-    }
-    gpu_buf[i].cap = cap;
-    return i == BUF_WS ? fk_memset(gpu_buf[i].p, 0, cap) : 0;
+    size_t before = gpu_buf[i].cap;
+    int rc = feather_gpu_grow(&gpu_buf[i].p, &gpu_buf[i].cap, need);
+    if (rc || i != BUF_WS || gpu_buf[i].cap == before) return rc;
+    return fk_memset(gpu_buf[i].p, 0, gpu_buf[i].cap);
 }
 
 static uint64_t scale_count(const feather_gemm_args *a) {

@@ -18,6 +18,11 @@ void *feather_host_alloc(size_t bytes);
 void feather_host_free(void *p);
 int feather_host_pinned(const void *p, size_t len);
 
+/* GPU builds: grows the device buffer *p (capacity *cap) to at least need bytes, with 25 %
+ * slack for the next, slightly larger tensor; the old contents are not kept. Returns the
+ * runtime's error code, or 0. */
+int feather_gpu_grow(void **p, size_t *cap, size_t need);
+
 /* feather_quantize_on(ctx, FEATHER_DEVICE_GPU, ...) with at most `copiers` of the context's
  * threads (besides the caller) copying between the caller's memory and the staging buffers
  * (0: all of them). A caller with threads of its own busy beside the call (the converter's

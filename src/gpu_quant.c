@@ -149,20 +149,6 @@ enum { PASS_FUSED, PASS_LOAD, PASS_CAST };
         if (!j->rc && (j->rc = (call)) != 0) j->step = (what);                               \
     } while (0)
 
-/* Grows a device or page-locked buffer to at least need bytes (with slack for the next,
- * slightly larger tensor). */
-static int grow_dev(void **p, size_t *cap, size_t need) {
-    if (*p && *cap >= need) return 0;
-    fk_free(*p);
-    *p = NULL;
-    *cap = 0;
-    size_t c = need + need / 4;
-    int rc = fk_malloc(p, c);
-    if (rc) *p = NULL;
-    else *cap = c;
-    return rc;
-}
-
 static int setup(void) {
     if (G.ready) return 0;
     int rc = 0;
@@ -343,12 +329,6 @@ static struct {
     uint64_t calls, chunks;
 } prof;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 void feather_gpu_quant_profile(feather_gpu_quant_prof *out, int reset) {
     if (out) {
         out->copy_s = prof.copy;
@@ -472,23 +452,23 @@ static feather_status run_pass(job *j, int pass, float scale) {
         }
         int64_t out = -1;
         if (s->chunk >= 0) {
-            double t0 = now_s();
+            double t0 = feather_now_s();
             TRY("kernel run or copy", fk_event_sync(s->done));
-            prof.wait += now_s() - t0;
+            prof.wait += feather_now_s() - t0;
             if (j->rc) break;
             out = s->chunk;
             retire(j, pass, s);
         }
-        double t1 = now_s();
+        double t1 = feather_now_s();
         int bad = 0;
         if (c < j->nch && pass != PASS_CAST && !j->w_pinned) {
             uint64_t r0 = chunk_r0(j, c);
             bad |= add_flat(&cp, (uint8_t *)s->h[B_IN], j->w + r0 * j->k * j->esz, (size_t)(chunk_rows(j, c) * j->k * j->esz));
             crew_run(&cp);
         }
-        double t2 = now_s();
+        double t2 = feather_now_s();
         if (c < j->nch && !bad) enqueue(j, pass, s, c, scale, stats);
-        double t3 = now_s();
+        double t3 = feather_now_s();
         if (out >= 0 && pass != PASS_LOAD && !j->q_pinned) {
             bad |= codes_out(j, (uint64_t)out, &cp);
             crew_run(&cp);
@@ -498,7 +478,7 @@ static feather_status run_pass(job *j, int pass, float scale) {
             st = feather_fail(j->err, FEATHER_E_NOMEM, "out of memory");
             break;
         }
-        prof.copy += (t2 - t1) + (now_s() - t3);
+        prof.copy += (t2 - t1) + (feather_now_s() - t3);
         prof.enqueue += t3 - t2;
         prof.chunks += c < j->nch;
     }
@@ -560,7 +540,7 @@ static feather_status tensor_scale(job *j, feather_dtype dt, float *scale) {
     size_t tb = (size_t)(j->n * nr) * sizeof(float);
     float *tot = malloc(tb);
     if (!tot) return feather_fail(j->err, FEATHER_E_NOMEM, "out of memory");
-    TRY("device allocation", grow_dev((void **)&G.d_tot, &G.cap_tot, tb));
+    TRY("device allocation", feather_gpu_grow((void **)&G.d_tot, &G.cap_tot, tb));
     TRY("upload", fk_to_device(G.d_ratio + FEATHER_GRID_MAX, cand, sizeof cand));
     fk_quant_params p = j->base;
     p.w = G.d_full;
@@ -618,7 +598,7 @@ static feather_status quantize_locked(job *j, feather_dtype dt, feather_quant_st
     }
     TRY("device fill", fk_memset(G.d_misc, 0, 4 * sizeof(unsigned long long)));
     if (imp && !(o->mode == FEATHER_SCALE_TENSOR && dt != FEATHER_F32)) {
-        TRY("device allocation", grow_dev((void **)&G.d_imp, &G.cap_imp, (size_t)j->k * 4));
+        TRY("device allocation", feather_gpu_grow((void **)&G.d_imp, &G.cap_imp, (size_t)j->k * 4));
         TRY("upload", fk_to_device(G.d_imp, imp, (size_t)j->k * 4));
         b->imp = G.d_imp;
     }
@@ -629,14 +609,14 @@ static feather_status quantize_locked(job *j, feather_dtype dt, feather_quant_st
             uint32_t *iq = malloc((size_t)j->k * sizeof *iq);
             if (!iq) return feather_fail(j->err, FEATHER_E_NOMEM, "out of memory");
             feather_scale_impq(imp, j->k, iq);
-            TRY("device allocation", grow_dev((void **)&G.d_impq, &G.cap_impq, (size_t)j->k * 4));
+            TRY("device allocation", feather_gpu_grow((void **)&G.d_impq, &G.cap_impq, (size_t)j->k * 4));
             TRY("upload", fk_to_device(G.d_impq, iq, (size_t)j->k * 4));
             free(iq);
             b->impq = G.d_impq;
             b->hist_w = G.d_hist + HIST_BINS;
         }
     }
-    if (two_pass) TRY("device allocation", grow_dev((void **)&G.d_full, &G.cap_full, (size_t)(j->n * j->k * j->esz)));
+    if (two_pass) TRY("device allocation", feather_gpu_grow((void **)&G.d_full, &G.cap_full, (size_t)(j->n * j->k * j->esz)));
     /* setup copies and fills ran on the default stream; the pipeline's streams do not wait
      * for it */
     TRY("synchronisation", fk_synchronize());
@@ -695,7 +675,7 @@ static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options
     if (stats && !(j.row_stats = malloc((size_t)n * 3 * sizeof(double))))
         return feather_fail(err, FEATHER_E_NOMEM, "out of memory for statistics");
     feather_status st;
-    double t0 = now_s();
+    double t0 = feather_now_s();
     if (!feather_gpu_lock(desc, sizeof desc)) {
         st = feather_fail(err, FEATHER_E_UNSUPPORTED, "device gpu: no usable GPU: %s", desc);
     } else {
@@ -704,7 +684,7 @@ static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options
             for (int i = 0; i < SLOTS; i++) fk_stream_sync(G.sl[i].stream);
         }
     }
-    prof.total += now_s() - t0;
+    prof.total += feather_now_s() - t0;
     prof.calls++;
     feather_gpu_unlock();
     free(j.row_stats);

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__GNUC__)
 #define FEATHER_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -75,6 +76,13 @@ void feather_shard_hasher_feed(feather_shard_hasher *s, feather_reader *r, const
 feather_status feather_shard_hasher_finish(feather_shard_hasher *s, feather_reader *r, uint64_t *out,
                                            feather_error *err);
 void feather_shard_hasher_free(feather_shard_hasher *s);
+
+/* Seconds on the monotonic clock (durations in results, profiles and progress). */
+static inline double feather_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* Overflow-checked multiply: returns 0 on overflow. */
 static inline int feather_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {

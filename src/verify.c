@@ -48,12 +48,6 @@ static void problem(feather_verify_tensor *t, const char *fmt, ...) {
     va_end(ap);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---------------------------------------------------------------- the file's description */
 
 typedef struct layout_info {
@@ -463,7 +457,7 @@ static int cmp_double(const void *a, const void *b) {
 
 feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_verify_options *o,
                               feather_verify_report **out, feather_error *err) {
-    double t0 = now_s();
+    double t0 = feather_now_s();
     *out = NULL;
     feather_reader *r = NULL, *ref = NULL, *act = NULL;
     feather_status st = feather_open(&r, path, FEATHER_OPEN_NO_HASH_CHECK, err);
@@ -710,7 +704,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         rep->snr_worst_db = snr[0];
     }
     free(snr);
-    rep->seconds = now_s() - t0;
+    rep->seconds = feather_now_s() - t0;
     if (rep->problems || rep->threshold_failures)
         st = feather_fail(err, FEATHER_E_MISMATCH, "%s: %zu tensor(s) with problems, %zu under the thresholds", path,
                           rep->problems, rep->threshold_failures);

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *cli_prog = "feather";
 
@@ -65,4 +66,10 @@ int cli_parse_uint(const char *s, unsigned long long max, unsigned long long *ou
 void cli_print_version(void) {
     printf("%s %s (library %s, SIMD %s)\n", cli_prog, FEATHER_VERSION_STRING, feather_version(),
            feather_simd_name(feather_simd_detect()));
+}
+
+double cli_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }

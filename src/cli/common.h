@@ -23,4 +23,7 @@ int cli_parse_uint(const char *s, unsigned long long max, unsigned long long *ou
 
 void cli_print_version(void);
 
+/* Seconds on the monotonic clock (progress lines and timings). */
+double cli_now_s(void);
+
 #endif

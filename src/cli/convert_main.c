@@ -63,12 +63,6 @@ typedef struct progress_state {
     int tty;
 } progress_state;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void human(uint64_t b, char *buf, size_t len) {
     if (b >= 1000000000ull) snprintf(buf, len, "%.2f GB", b / 1e9);
     else if (b >= 1000000ull) snprintf(buf, len, "%.1f MB", b / 1e6);
@@ -78,7 +72,7 @@ static void human(uint64_t b, char *buf, size_t len) {
 
 static void on_progress(void *arg, uint64_t done, uint64_t total, const char *tensor) {
     progress_state *p = arg;
-    double t = now_s();
+    double t = cli_now_s();
     if (t - p->last < 0.1 && done < total) return;
     p->last = t;
     double el = t - p->t0, rate = el > 0 ? done / el : 0;
@@ -328,7 +322,7 @@ int main(int argc, char **argv) {
         } else {
             s = feather_default_output(inputs[n], NULL, o.quant.format, zstd, outbuf, sizeof outbuf, &err);
         }
-        progress_state ps = {.t0 = now_s(), .tty = !quiet && isatty(2)};
+        progress_state ps = {.t0 = cli_now_s(), .tty = !quiet && isatty(2)};
         o.progress = ps.tty ? on_progress : NULL;
         o.progress_arg = &ps;
         if (!s) s = feather_convert(ctx, inputs[n], outbuf, &o, &res, &err);

@@ -262,15 +262,9 @@ static int write_text(const char *path, char *text) {
 
 typedef struct progress_state { double t0, last; } progress_state;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void on_progress(void *arg, uint64_t done, uint64_t total, const char *tensor) {
     progress_state *p = arg;
-    double t = now_s();
+    double t = cli_now_s();
     if (t - p->last < 0.1 && done < total) return;
     p->last = t;
     fprintf(stderr, "\r\033[K%5.1f%%  %.60s", total ? 100.0 * done / total : 100.0, tensor);
@@ -331,7 +325,7 @@ static int cmd_verify(options *o) {
     for (int i = 0; i < o->nfiles; i++) {
         feather_verify_report *rep = NULL;
         feather_error err = {0};
-        progress_state ps = {now_s(), 0};
+        progress_state ps = {cli_now_s(), 0};
         int tty = !o->quiet && isatty(2);
         o->v.progress = tty ? on_progress : NULL;
         o->v.progress_arg = &ps;
