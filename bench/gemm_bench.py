@@ -124,6 +124,43 @@ def run_ours(lib, p, variant, ws, packed=None, stream=None):
         raise RuntimeError("fk_gemm: " + lib.fk_error_string(rc).decode())
 
 
+def dependent_chain_check(lib, dev, ws, variants, layers=4):
+    """Back-to-back launches may overlap (programmatic dependent launch): run `layers` products
+    where each one's A is the previous one's output, with no synchronisation between them, and
+    compare with the same chain in fp32 (fp16 rounding between layers). A launch that read its
+    input too early would be off by far more than rounding. Returns the failures."""
+    bad = []
+    for n in (3072, 8192):
+        for m in (1, 16):
+            g = torch.Generator(device=dev)
+            g.manual_seed(n + m)
+            q = (torch.randn(n, n, device=dev, generator=g) * 8).to(torch.float8_e5m2)
+            packed = q.view(torch.uint8).view(n, n // 16, 16).permute(1, 0, 2).contiguous()
+            scale = torch.full((1,), 1.0 / (8 * n ** 0.5), device=dev)  # keeps each layer's output ~N(0, 1)
+            w = q.float() * scale
+            x0 = torch.randn(m, n, device=dev, generator=g).half()
+            ref = x0
+            for _ in range(layers):
+                ref = (ref.float() @ w.t()).half()
+            for v in variants:
+                if m > MAX_M.get(v, 1 << 30) or m < MIN_M.get(v, 0):
+                    continue
+                xs = [x0] + [torch.full((m, n), float("nan"), device=dev, dtype=torch.float16) for _ in range(layers)]
+                for i in range(layers):
+                    rc = lib.fk_gemm(m, n, n, xs[i].data_ptr(), packed.data_ptr(), scale.data_ptr(), KIND["tensor"], 0,
+                                     None, 0, xs[i + 1].data_ptr(), ws.data_ptr(), ws.numel(), v, None)
+                    if rc:
+                        raise RuntimeError("fk_gemm: " + lib.fk_error_string(rc).decode())
+                torch.cuda.synchronize()
+                err = ((xs[-1].float() - ref.float()).norm() / ref.float().norm()).item()
+                ok = err <= 5e-3
+                print(f"# dependent chain {VARIANTS.get(v, 'auto')} M={m} N=K={n}, {layers} layers: rel err {err:.2g}"
+                      f"{'' if ok else '  WRONG'}", flush=True)
+                if not ok:
+                    bad.append((v, m, n))
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/libfeather_kernels.so")
@@ -142,6 +179,8 @@ def main():
     ws = torch.zeros(64 << 20, dtype=torch.uint8, device=dev)
     props = torch.cuda.get_device_properties(dev)
     print(f"# {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}", flush=True)
+    chain_variants = [0] + [v for v in VARIANTS if args.variants == "all" or str(v) in args.variants.split(",")]
+    dependent_chain_check(lib, dev, ws, chain_variants)
     ms = [int(x) for x in args.ms.split(",")]
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     modes = []

@@ -6,7 +6,9 @@
  *           from global memory into registers (no shared memory), next super-step's loads in
  *           flight while the current one computes; the four warps of a block and the blocks
  *           of a column tile split K, and the last block of a tile to finish adds the partial
- *           sums in a fixed order (deterministic) and writes the output.
+ *           sums in a fixed order (deterministic) and writes the output. On Hopper, launches
+ *           back to back overlap: each block warms L2 with its first weight bytes while the
+ *           previous kernel finishes (programmatic dependent launch, vendor.h).
  *   tiled   BM×BN output tiles, K in chunks of 64 through a multi-stage shared-memory pipeline
  *           (cp.async on sm_80+); each warp owns a (16·MI)×(TN·NJ) sub-tile.
  * Block scales: the fragments of one super-step always lie in one K-group; its sums go to a
@@ -23,6 +25,7 @@
 
 #define FK_SKINNY_WARPS 4
 #define FK_SKINNY_THREADS (FK_SKINNY_WARPS * 32)
+#define FK_SKINNY_WARM 2 /* super-steps per warp prefetched before the previous kernel ends */
 
 /* acc += accg · s (per column, the group holding k); accg = 0. */
 template <class Mma, int MI, int NJ>
@@ -189,6 +192,19 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkPara
     fk_zero<Mma, MI, NJ>(acc);
     if constexpr (BLOCK) fk_zero<Mma, MI, NJ>(accg);
 
+    /* Back to back (Hopper): the first FK_SKINNY_WARM super-steps of this warp's weight go to
+     * L2 while the kernel before this one finishes; only then A, Y and the workspace. */
+    {
+        constexpr int LINES = BN * 16 / 128; /* 128-byte lines per K/16 row of the tile */
+        const int kb0 = ss_lo * Mma::KSS / 16;
+        const int nkb = ((ss_hi - ss_lo < FK_SKINNY_WARM ? ss_hi - ss_lo : FK_SKINNY_WARM) * Mma::KSS) / 16;
+        const int kbn = kb0 + nkb < p.K / 16 ? nkb : p.K / 16 - kb0;
+        const int bytes = (p.N - n0 < BN ? p.N - n0 : BN) * 16;
+        for (int i = lane; i < kbn * LINES; i += 32)
+            if ((i % LINES) * 128 < bytes) fk_prefetch_l2(p.Q + ((size_t)(kb0 + i / LINES) * p.N + n0) * 16 + (i % LINES) * 128);
+    }
+    fk_grid_wait();
+
     FkSkinnyFrags<Mma, MI, NJ> cur, nxt;
     if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ>(cur, p, ss_lo * Mma::KSS, n0, lane);
     for (int ss = ss_lo; ss < ss_hi; ss++) {
@@ -209,6 +225,8 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkPara
         }
         cur = nxt;
     }
+
+    fk_grid_release(); /* the next kernel's blocks may start warming L2 as these finish */
 
     /* Sum the four warps' partial tiles. */
 #pragma unroll
@@ -259,6 +277,54 @@ static void fk_prefer_shared(const void *kern) {
 #endif
 }
 
+#if FK_NVIDIA
+static int fk_compute_capability() {
+    static int cc = -1;
+    if (cc < 0) {
+        int dev = 0, major = 0, minor = 0;
+        if (hipGetDevice(&dev) != hipSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != hipSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != hipSuccess)
+            major = minor = 0;
+        cc = major * 10 + minor;
+    }
+    return cc;
+}
+#endif
+
+/* Launches kern with programmatic stream serialisation where both the GPU and the kernel's
+ * binary have it (compute capability 9.0 and newer, see fk_grid_wait; a binary built for an
+ * older target never waits, so it must not start early): back to back, its blocks start as the
+ * previous kernel's blocks finish. Elsewhere an ordinary launch. `has` caches the check (-1:
+ * not made yet). */
+template <class Kern>
+static hipError_t fk_launch_dependent(Kern kern, int &has, dim3 grid, dim3 block, size_t smem, hipStream_t st,
+                                      const FkParams &p) {
+#if FK_NVIDIA
+    if (has < 0) {
+        cudaFuncAttributes fa;
+        has = fk_compute_capability() >= 90 && cudaFuncGetAttributes(&fa, (const void *)kern) == cudaSuccess &&
+              fa.binaryVersion >= 90;
+    }
+    if (has) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = st;
+        cudaLaunchAttribute attr;
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        return cudaLaunchKernelEx(&cfg, kern, p);
+    }
+#endif
+    (void)has;
+    kern<<<grid, block, smem, st>>>(p);
+    return hipGetLastError();
+}
+
 template <class Mma, int MI, int NJ, int MINB, bool BLOCK>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     constexpr int BN = NJ * Mma::TN;
@@ -289,8 +355,8 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
     p.count = (unsigned *)ws;
     p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
     dim3 grid(ntiles, splits);
-    fk_gemm_skinny<Mma, MI, NJ, MINB, BLOCK><<<grid, FK_SKINNY_THREADS, 0, st>>>(p);
-    return hipGetLastError();
+    static int dependent = -1;
+    return fk_launch_dependent(fk_gemm_skinny<Mma, MI, NJ, MINB, BLOCK>, dependent, grid, dim3(FK_SKINNY_THREADS), 0, st, p);
 }
 
 template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
@@ -345,18 +411,6 @@ static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void
 }
 
 #if FK_NVIDIA
-static int fk_compute_capability() {
-    static int cc = -1;
-    if (cc < 0) {
-        int dev = 0, major = 0, minor = 0;
-        if (hipGetDevice(&dev) != hipSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != hipSuccess ||
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != hipSuccess)
-            major = minor = 0;
-        cc = major * 10 + minor;
-    }
-    return cc;
-}
 
 /* The wgmma kernel exists in the sm_90a binary only: compute capability 9.0. */
 template <int BNA, int STAGES, bool BLOCK>

@@ -181,6 +181,35 @@ __device__ __forceinline__ float fk_shfl_xor16(float v, int mask) {
 #endif
 }
 
+/* ---- back-to-back launches (programmatic dependent launch, sm_90+) ----
+ * A kernel launched with programmatic stream serialisation may start while the kernel before
+ * it in the stream is still finishing, once every block of that one has called
+ * fk_grid_release or exited. Until fk_grid_wait returns (the previous kernel complete, its
+ * writes visible) it must not read what earlier work wrote nor write anything: it may only
+ * warm L2 (fk_prefetch_l2; L2 is coherent for every multiprocessor, so a line prefetched
+ * before another kernel writes it is not stale). Without the launch attribute both calls do
+ * nothing. No-ops elsewhere. */
+#if FK_NVIDIA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FK_GRID_DEPENDENCY 1
+#endif
+__device__ __forceinline__ void fk_grid_wait() {
+#if FK_GRID_DEPENDENCY
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fk_grid_release() {
+#if FK_GRID_DEPENDENCY
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fk_prefetch_l2(const void *p) {
+#if FK_GRID_DEPENDENCY
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+#else
+    (void)p;
+#endif
+}
+
 /* A load that bypasses the non-coherent L1, for data other blocks wrote during this launch. */
 __device__ __forceinline__ float fk_ld_coherent(const float *p) {
 #if FK_NVIDIA

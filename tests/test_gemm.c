@@ -8,6 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
+#ifdef FEATHER_GPU
+#include "../kernels/fk_api.h"
+#endif
 
 /* ---- random problems ---- */
 static uint64_t rng_state;
@@ -338,4 +341,74 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
            worst[0], worst[1]);
     feather_gpu_release();
     feather_ctx_free(ctx);
+}
+
+/* Products back to back on one stream, each one's input the previous one's output, nothing
+ * synchronised between them: where the GPU has programmatic dependent launch the kernels
+ * overlap, and one that read its input before the previous kernel finished would see the NaN
+ * every buffer starts with. Against the same chain on the CPU (fp16 between layers). */
+TEST(gemm_gpu_back_to_back_chain) {
+#ifndef FEATHER_GPU
+    test_skip("*** GPU back-to-back chain NOT RUN: built without a GPU backend ***");
+#else
+    char desc[256];
+    if (!feather_gpu_available(desc, sizeof desc)) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "*** GPU back-to-back chain NOT RUN: %s ***", desc);
+        test_skip(msg);
+        return;
+    }
+    seed_once();
+    enum { LAYERS = 6 };
+    const uint64_t n = 2048, ms[] = {1, 16};
+    uint8_t *q = malloc(n * n), *packed = malloc(n * n);
+    REQUIRE(q && packed);
+    for (uint64_t i = 0; i < n * n; i++) q[i] = feather_f32_to_e5m2((float)(rng_normal() * 8.0));
+    for (uint64_t r = 0; r < n; r++)
+        for (uint64_t c = 0; c < n; c++) packed[(c / 16) * n * 16 + r * 16 + c % 16] = q[r * n + c];
+    const float scale = (float)(1.0 / (8.0 * sqrt((double)n))); /* keeps every layer's output ~N(0, 1) */
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+        const uint64_t m = ms[mi];
+        uint16_t *x[LAYERS + 1], *got = malloc(m * n * 2);
+        void *dx[LAYERS + 1] = {0}, *dq = NULL, *ds = NULL, *dws = NULL;
+        for (int l = 0; l <= LAYERS; l++) x[l] = malloc(m * n * 2);
+        for (uint64_t i = 0; i < m * n; i++) x[0][i] = feather_f32_to_f16((float)rng_normal());
+        feather_error err;
+        for (int l = 0; l < LAYERS; l++) {
+            feather_gemm_args a = {.m = m, .n = n, .k = n, .a = x[l], .q = packed, .scales = &scale,
+                                   .mode = FEATHER_SCALE_TENSOR, .y = x[l + 1]};
+            CHECK(feather_gemm(NULL, FEATHER_DEVICE_CPU, &a, &err) == FEATHER_OK);
+        }
+        const size_t wsb = fk_gemm_workspace((int64_t)m, (int64_t)n, (int64_t)n, FK_SCALE_TENSOR, 0, FK_VARIANT_AUTO);
+        int rc = fk_malloc(&dq, n * n) || fk_malloc(&ds, sizeof scale) || fk_malloc(&dws, wsb + 16) ||
+                 fk_memset(dws, 0, wsb + 16) || fk_to_device(dq, packed, n * n) || fk_to_device(ds, &scale, sizeof scale);
+        for (int l = 0; l <= LAYERS && !rc; l++)
+            rc = fk_malloc(&dx[l], m * n * 2) || (l ? fk_memset(dx[l], 0xff, m * n * 2) : fk_to_device(dx[0], x[0], m * n * 2));
+        for (int l = 0; l < LAYERS && !rc; l++)
+            rc = fk_gemm((int64_t)m, (int64_t)n, (int64_t)n, dx[l], dq, ds, FK_SCALE_TENSOR, 0, NULL, 0, dx[l + 1], dws,
+                         wsb + 16, FK_VARIANT_AUTO, NULL);
+        rc = rc || fk_synchronize() || fk_to_host(got, dx[LAYERS], m * n * 2);
+        CHECK(rc == 0);
+        double e = 0, r = 0;
+        for (uint64_t i = 0; i < m * n; i++) {
+            double g = feather_f16_to_f32(got[i]), c = feather_f16_to_f32(x[LAYERS][i]);
+            e += isfinite(g) ? (g - c) * (g - c) : INFINITY;
+            r += c * c;
+        }
+        const double rel = sqrt(e / r);
+        printf("    back to back, M=%llu, %d layers of %llux%llu: relative difference to the CPU %.3g\n",
+               (unsigned long long)m, LAYERS, (unsigned long long)n, (unsigned long long)n, rel);
+        CHECK(rel <= 5e-3);
+        for (int l = 0; l <= LAYERS; l++) {
+            fk_free(dx[l]);
+            free(x[l]);
+        }
+        fk_free(dq);
+        fk_free(ds);
+        fk_free(dws);
+        free(got);
+    }
+    free(q);
+    free(packed);
+#endif
 }
