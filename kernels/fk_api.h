@@ -30,9 +30,7 @@ enum {
     FK_VARIANT_WS128 = 9,     /* Hopper wgmma, warp-specialised: TMA producer warp, persistent, 128 × 128 */
     FK_VARIANT_WS64 = 10,     /* the same with 64 rows of A */
     /* 11: reserved */
-    FK_VARIANT_SK128 = 12,    /* ws128 with the epilogue overlapped and the last waves split (stream-K) */
-    FK_VARIANT_OV128 = 13,    /* ws128 with the epilogue overlapped only */
-    FK_VARIANT_SK64 = 14,     /* SK128 with 64 rows of A */
+    FK_VARIANT_SK128 = 12,    /* ws128 with the last waves' tiles split between blocks (stream-K) */
     FK_VARIANT_COUNT
 };
 

@@ -463,17 +463,17 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
 /* Split runs of fewer chunks than this cost more in partial sums than they save. */
 #define FK_SK_MIN_CHUNKS 8
 
-/* The work of fk_gemm_wgsk: whole tiles round robin, and with split the last one to two
- * waves' chunks divided evenly (none when the tiles fill whole waves). */
+/* The work of fk_gemm_wgsk: whole tiles round robin, and the last one to two waves' chunks
+ * divided evenly (none when the tiles fill whole waves). */
 template <int BNA>
-static FkSkWork fk_sk_plan(const FkParams &p, bool split) {
+static FkSkWork fk_sk_plan(const FkParams &p) {
     FkSkWork w;
     const long long tiles = (long long)((p.N + FK_WG_BN - 1) / FK_WG_BN) * ((p.M + BNA - 1) / BNA);
     w.ntiles = tiles > 0x7fffffffLL ? 0 : (int)tiles;
     w.nchunks = (p.K + 63) / 64;
     long long g = fk_sm_count();
     /* the split chunks are fewer than 2 · grid · nchunks: the kernel counts them in int */
-    if (2 * g * w.nchunks > 0x7fffffffLL) split = false;
+    const bool split = 2 * g * w.nchunks <= 0x7fffffffLL;
     if (g > tiles) {
         /* fewer tiles than multiprocessors: more blocks than tiles only with split, as long as
          * each gets a run of FK_SK_MIN_CHUNKS */
@@ -485,11 +485,11 @@ static FkSkWork fk_sk_plan(const FkParams &p, bool split) {
     return w;
 }
 
-/* Warp-specialised kernel with the overlapped epilogue, the last waves split with split. */
+/* Warp-specialised kernel with the last waves split between blocks. */
 template <int BNA, int STAGES>
-static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes, bool split) {
+static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
-    const FkSkWork w = fk_sk_plan<BNA>(p, split);
+    const FkSkWork w = fk_sk_plan<BNA>(p);
     if (!w.ntiles) return hipErrorInvalidValue;
     const size_t need = w.dp < w.ntiles ? FK_COUNTER_BYTES + (size_t)w.grid * FK_WG_BN * BNA * sizeof(float) : 0;
     if (ws_need) {
@@ -542,16 +542,10 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     case FK_VARIANT_WS64:
         if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
-    /* overlapped epilogue (and split last waves): without block scales; with them, ws128 */
     case FK_VARIANT_SK128:
-    case FK_VARIANT_OV128:
-        if constexpr (Mma::KSS == 64 && !BLOCK)
-            return fk_go_wgsk<128, 8>(p, st, ws_need, ws, ws_bytes, variant == FK_VARIANT_SK128);
+        /* block scales: ws128 (the group flush, not the last wave, bounds them) */
+        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<128, 8>(p, st, ws_need, ws, ws_bytes);
         else if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, BLOCK>(p, st, ws_need);
-        else return hipErrorInvalidValue;
-    case FK_VARIANT_SK64:
-        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<64, 10>(p, st, ws_need, ws, ws_bytes, true);
-        else if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WGMMA256:
         /* 128 accumulators per thread: no room for a second set (block scales) */

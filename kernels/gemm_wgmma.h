@@ -522,31 +522,25 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
 #endif
 }
 
-/* ---- The same kernel with the epilogue overlapped and the last wave split (sm_90a) ----
- * Two changes to fk_gemm_wgws, for the shapes where it lost most against cuBLAS:
- *  - Overlapped epilogue. At K = 3072 a tile is 48 chunks and the epilogue (64 conversions and
- *    scattered 2-byte stores per thread, during which neither warpgroup issues wgmma), the
- *    pipeline drain before it and the refill after it cost about 10 % of the tile (0.69–0.71 of
- *    cuBLAS there, 0.75 at K = 8192). Each consumer keeps two accumulator sets: a segment's
- *    wgmmas go to one while the other, holding the previous segment, is stored an eighth at a
- *    time after each of the first 8 chunks' instructions are issued. Two sets of 64 fit the
- *    224 registers as the block-scale kernel's two sets do; the first instruction of a segment
- *    overwrites its set (scale-d = 0) instead of zeroing it.
- *  - Split last wave (stream-K). With N = 3072, M = 1024 there are 192 tiles of 128 × 128 for
- *    132 multiprocessors: a second wave 45 % full, 0.57–0.61 of cuBLAS. Tiles below `dp` (whole
- *    waves but the last one) are dealt out whole as before; the chunks of the remaining tiles
- *    (between one and two waves of them) are divided evenly over the blocks, each block taking
- *    a contiguous run. A run starts inside a tile and ends inside another: the block that holds
- *    chunk 0 of a tile (its last segment) adds, once they are published, the partial sums of
- *    the blocks holding the tile's other chunks (each such block's first segment), always in
- *    increasing block order, then stores the tile. The sum is the same whatever the timing.
- *    Partial sums go to the workspace (after the counters, one 128 × BNA f32 slot per block,
- *    each thread's accumulators as float4 where the same thread of the adding block reads
- *    them) and are published by a release store of the block's flag in the counter area; the
- *    adding block waits for it with acquire loads and sets it back to zero. No block waits for
- *    a block of lower index and every block publishes before it waits, so blocks that are all
- *    resident (one per multiprocessor, at most as many as there are) cannot deadlock. */
-enum { FK_SEG_NONE = 0, FK_SEG_OUTPUT = 1, FK_SEG_PARTIAL = 2, FK_SEG_FINISH = 3 };
+/* ---- The same kernel with the last waves split between blocks (stream-K, sm_90a) ----
+ * With N = 3072, M = 1024 there are 192 tiles of 128 × 128 for 132 multiprocessors: a second
+ * wave 45 % full, and ws128 reached 0.57–0.61 of cuBLAS there. Here tiles below `dp` (the whole
+ * waves but the last one) are dealt out whole as before, and the chunks of the remaining tiles
+ * (between one and two waves of them) are divided evenly over the blocks, each block taking a
+ * contiguous run. A run starts inside a tile and ends inside another: the block holding chunk 0
+ * of a tile (its run's last segment) adds the partial sums of the blocks holding the tile's
+ * other chunks (each one's first split segment), always in increasing block order, then stores
+ * the tile through the same epilogue; the sum is the same whatever the timing. Partial sums go
+ * to the workspace after the counters, one 128 × BNA f32 slot per block, each thread's
+ * accumulators as float4 where the same thread of the adding block reads them, and are
+ * published by a release store of the block's counter, which the adding block waits for with
+ * acquire loads and sets back to zero. No block waits for one of lower index and every block
+ * publishes before it waits, so resident blocks (one per multiprocessor, never more blocks than
+ * multiprocessors) cannot deadlock.
+ * Measured on an H100 and dropped: overlapping the epilogue with the next tile's wgmmas through
+ * two accumulator sets per thread (the finished set stored an eighth after each of the next
+ * segment's first 8 chunks): at 224 registers the main loop itself ran 1.2–1.3× slower than
+ * ws128's, also where every tile is whole, and lost everywhere. */
 
 /* Which work block b of `grid` does: whole tiles b, b + grid, … below dp, then chunks
  * [start(b), start(b + 1)) of the (ntiles − dp) · nchunks chunks of the tiles from dp on. */
@@ -598,27 +592,6 @@ __device__ __forceinline__ void fk_flag_set(unsigned *f) {
 }
 /* The two consumer warpgroups only (the producer warp does not take part). */
 __device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(FK_WG_THREADS) : "memory"); }
-
-/* Slice J (accumulators 8J … 8J+7) of a finished set: to Y through the shared epilogue, or as
- * partial sums to this thread's place in a slot. */
-template <int J, int NACC>
-__device__ __forceinline__ void fk_seg_slice(const FkParams &p, const float (&acc)[NACC], int kind, int m0, int n0,
-                                             int nrow, int lane, float4 *slot) {
-    if (kind == FK_SEG_PARTIAL) {
-        slot[(2 * J) * FK_WG_THREADS] = make_float4(acc[8 * J], acc[8 * J + 1], acc[8 * J + 2], acc[8 * J + 3]);
-        slot[(2 * J + 1) * FK_WG_THREADS] = make_float4(acc[8 * J + 4], acc[8 * J + 5], acc[8 * J + 6], acc[8 * J + 7]);
-        return;
-    }
-    const int nA = n0 + nrow, nB = nA + 8;
-    const FkCol cA = nA < p.N ? fk_col(p, nA) : FkCol{0.0f, 0.0f};
-    const FkCol cB = nB < p.N ? fk_col(p, nB) : FkCol{0.0f, 0.0f};
-#pragma unroll
-    for (int i = 8 * J; i < 8 * J + 8; i++) {
-        const bool hi = fk_wg_d_row8(i);
-        int n = hi ? nB : nA, m = m0 + fk_wg_d_col(lane, i);
-        if (m < p.M && n < p.N) p.Y[(size_t)m * p.N + n] = fk_round(p, fk_finish_col(p, hi ? cB : cA, acc[i]));
-    }
-}
 #endif
 
 template <int BNA, int STAGES>
@@ -627,7 +600,7 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
                  FkSkWork w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef FkWsTile<BNA, STAGES> Tile;
-    constexpr int NACC = BNA / 2, NSLICE = NACC / 8;
+    constexpr int NACC = BNA / 2;
     extern __shared__ uint4 fk_smem_sk[];
     const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_sk);
     const uint32_t s_base = (s_raw + 1023u) & ~1023u;
@@ -647,15 +620,15 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
     }
     __syncthreads();
 
+    int tile, c0, c1, tm, tn;
+    FkSkIter it;
+    it.init(w, blockIdx.x);
     if (warp == FK_WG_THREADS / 32) {
+        /* producer: the same segments, chunk by chunk */
         if (lane == 0) {
             int s = 0;
             uint32_t ph = 0;
-            FkSkIter it;
-            it.init(w, blockIdx.x);
-            int tile, c0, c1;
             while (it.next(w, tile, c0, c1)) {
-                int tm, tn;
                 fk_ws_tile(tile, ntm, ntn, tm, tn);
                 for (int c = c0; c < c1; c++) {
                     fk_mbar_wait(bar_empty + 8 * s, ph ^ 1);
@@ -673,17 +646,15 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
         return;
     }
 
+    /* consumers: ws128's main loop and epilogue per segment */
     const int t = lane & 3;
     const int nrow = 16 * warp + (lane >> 2);
     const uint32_t sel = fk_wg_a_sel(t);
-    float accA[NACC], accB[NACC];
-#pragma unroll
-    for (int i = 0; i < NACC; i++) accA[i] = accB[i] = 0.0f;
+    float acc[NACC];
     uint32_t a0[4][4], a1[4][4];
     int s = 0, rs = 0;
     uint32_t ph = 0;
     int pending = 0;
-
     auto give_back = [&](int keep) {
         while (pending > keep) {
             if (lane == 0) fk_mbar_arrive(bar_empty + 8 * rs);
@@ -691,8 +662,7 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
             pending--;
         }
     };
-    /* chunk c into acc; the segment's first instruction overwrites it */
-    auto step = [&](int c, int c0, uint32_t(&a)[4][4], float(&acc)[NACC]) {
+    auto step = [&](uint32_t(&a)[4][4]) {
         fk_mbar_wait(bar_full + 8 * s, ph);
         const unsigned char *wst = g_base + s * Tile::STAGE_BYTES + Tile::ACT_BYTES;
         const uint32_t act = s_base + s * Tile::STAGE_BYTES;
@@ -706,9 +676,8 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
             }
         }
         fk_wgmma_fence();
-        const int first = c == c0 ? 0 : 1;
 #pragma unroll
-        for (int k = 0; k < 4; k++) fk_wg_mma_p<BNA>(acc, a[k], fk_wg_desc(act + k * 32), k == 0 ? first : 1);
+        for (int k = 0; k < 4; k++) fk_wg_mma_p<BNA>(acc, a[k], fk_wg_desc(act + k * 32), 1);
         fk_wgmma_commit();
         pending++;
         if (++s == STAGES) {
@@ -718,53 +687,32 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
         fk_wgmma_wait1();
         give_back(1);
     };
-    /* slice j of a finished set; a partial-sum slot is published after its last slice */
-    auto drain = [&](int j, const float(&acc)[NACC], int kind, int m0, int n0) {
-        /* opaque here: otherwise the compiler hoists every slice's addresses out of the
-         * segment's loop, and they spill */
-        asm volatile("" : "+r"(m0), "+r"(n0), "+r"(kind));
-        /* this thread's place in this block's partial-sum slot (float4 q of it at q · 256) */
-        float4 *const my_slot = (float4 *)p.part + (size_t)blockIdx.x * (NACC / 4) * FK_WG_THREADS + tid;
-        switch (j) {
-        case 0: fk_seg_slice<0, NACC>(p, acc, kind, m0, n0, nrow, lane, my_slot); break;
-        case 1: fk_seg_slice<1, NACC>(p, acc, kind, m0, n0, nrow, lane, my_slot); break;
-        case 2: fk_seg_slice<2, NACC>(p, acc, kind, m0, n0, nrow, lane, my_slot); break;
-        case 3: fk_seg_slice<3, NACC>(p, acc, kind, m0, n0, nrow, lane, my_slot); break;
-        default:
-            if constexpr (NSLICE == 8) {
-                switch (j) {
-                case 4: fk_seg_slice<4, NACC>(p, acc, kind, m0, n0, nrow, lane, my_slot); break;
-                case 5: fk_seg_slice<5, NACC>(p, acc, kind, m0, n0, nrow, lane, my_slot); break;
-                case 6: fk_seg_slice<6, NACC>(p, acc, kind, m0, n0, nrow, lane, my_slot); break;
-                default: fk_seg_slice<7, NACC>(p, acc, kind, m0, n0, nrow, lane, my_slot); break;
-                }
-            }
+    while (it.next(w, tile, c0, c1)) {
+        fk_ws_tile(tile, ntm, ntn, tm, tn);
+        const int n0 = tn * FK_WG_BN, m0 = tm * BNA;
+#pragma unroll
+        for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
+        int c = c0;
+        for (; c + 1 < c1; c += 2) {
+            step(a0);
+            step(a1);
         }
-        if (kind == FK_SEG_PARTIAL && j == NSLICE - 1) {
+        if (c < c1) step(a0);
+        fk_wgmma_wait0();
+        give_back(0);
+        if (c0 > 0) {
+            /* the tile's first chunks are another block's: publish these partial sums */
+            float4 *slot = (float4 *)p.part + (size_t)blockIdx.x * (NACC / 4) * FK_WG_THREADS + tid;
+#pragma unroll
+            for (int q = 0; q < NACC / 4; q++)
+                slot[q * FK_WG_THREADS] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
             __threadfence();
             fk_consumers_sync();
             if (tid == 0) fk_flag_set(p.count + blockIdx.x);
+            continue;
         }
-    };
-    /* chunks [c0, c1) into cur, storing the previous segment's set prv (kind pk) meanwhile */
-    auto segment = [&](float(&cur)[NACC], const float(&prv)[NACC], int c0, int c1, int pk, int pm0, int pn0) {
-        int c = c0, j = 0;
-        for (; c + 1 < c1; c += 2, j += 2) {
-            step(c, c0, a0, cur);
-            if (pk && j < NSLICE) drain(j, prv, pk, pm0, pn0);
-            step(c + 1, c0, a1, cur);
-            if (pk && j + 1 < NSLICE) drain(j + 1, prv, pk, pm0, pn0);
-        }
-        if (c < c1) step(c, c0, a0, cur);
-        fk_wgmma_wait0();
-        give_back(0);
-        if (pk)
-            for (; j < NSLICE; j++) drain(j, prv, pk, pm0, pn0);
-    };
-    /* the block's last set: a tile whose other chunks other blocks hold first adds their
-     * partial sums, in block order */
-    auto last = [&](float(&acc)[NACC], int kind, int tile, int m0, int n0) {
-        if (kind == FK_SEG_FINISH) {
+        if (c1 < nchunks) {
+            /* the rest of the tile is the following blocks' first segments: add them in order */
             const int tend = (tile - w.dp + 1) * nchunks;
             for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) {
                 if (w.start(j + 1) == w.start(j)) continue; /* no chunks: no partial sums */
@@ -782,35 +730,16 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
             fk_consumers_sync(); /* every thread has seen the flags: set them back to zero */
             if (tid == 0)
                 for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) p.count[j] = 0;
-            kind = FK_SEG_OUTPUT;
         }
-        for (int j = 0; j < NSLICE; j++) drain(j, acc, kind, m0, n0);
-    };
-
-    auto kind_of = [&](int lo, int hi) {
-        return lo > 0 ? FK_SEG_PARTIAL : hi == nchunks ? FK_SEG_OUTPUT : FK_SEG_FINISH;
-    };
-    FkSkIter it;
-    it.init(w, blockIdx.x);
-    int tile, c0, c1, tm, tn;
-    /* segments alternate between the sets, A, B, A, …; pk, pt, pm, pn: what the set not being
-     * filled holds (kind, tile, first row of A, first weight row) */
-    int pk = FK_SEG_NONE, pt = 0, pm = 0, pn = 0;
-    for (;;) {
-        if (!it.next(w, tile, c0, c1)) {
-            if (pk != FK_SEG_NONE) last(accB, pk, pt, pm, pn);
-            break;
+        const int nA = n0 + nrow, nB = nA + 8;
+        const FkCol cA = nA < p.N ? fk_col(p, nA) : FkCol{0.0f, 0.0f};
+        const FkCol cB = nB < p.N ? fk_col(p, nB) : FkCol{0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < NACC; i++) {
+            const bool hi = fk_wg_d_row8(i);
+            int n = hi ? nB : nA, m = m0 + fk_wg_d_col(lane, i);
+            if (m < p.M && n < p.N) p.Y[(size_t)m * p.N + n] = fk_round(p, fk_finish_col(p, hi ? cB : cA, acc[i]));
         }
-        fk_ws_tile(tile, ntm, ntn, tm, tn);
-        segment(accA, accB, c0, c1, pk, pm, pn);
-        pk = kind_of(c0, c1), pt = tile, pm = tm * BNA, pn = tn * FK_WG_BN;
-        if (!it.next(w, tile, c0, c1)) {
-            last(accA, pk, pt, pm, pn);
-            break;
-        }
-        fk_ws_tile(tile, ntm, ntn, tm, tn);
-        segment(accB, accA, c0, c1, pk, pm, pn);
-        pk = kind_of(c0, c1), pt = tile, pm = tm * BNA, pn = tn * FK_WG_BN;
     }
 #else
     (void)tm_act;

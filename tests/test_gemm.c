@@ -314,9 +314,7 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
     REQUIRE(ctx);
     /* (N, K): small and ragged panels, long K (split K in the skinny and tiled kernels), a model shape */
     static const uint64_t shapes[][2] = {{64, 128}, {40, 96}, {1032, 96}, {264, 512}, {128, 4096}, {64, 8192}, {3072, 3072}};
-    /* 1100 and 4100: the Hopper kernel that splits the last waves' tiles between blocks (long
-     * K over few tiles; whole tiles then split ones at 1032 × 96) */
-    static const uint64_t ms[] = {1, 7, 16, 24, 33, 128, 1000, 1100, 4100};
+    static const uint64_t ms[] = {1, 7, 16, 24, 33, 128, 1000};
     double worst[2] = {0, 0};
     int cases = 0, failed = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
@@ -338,6 +336,46 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
             }
     printf("    %d GPU cases, %d failed; worst relative error: fp16 %.3g, bf16 %.3g\n", cases, failed,
            worst[0], worst[1]);
+    feather_gpu_release();
+    feather_ctx_free(ctx);
+}
+
+/* From M = 1024 (Hopper) the kernel splits the last waves' tiles between blocks and adds their
+ * partial sums in a fixed order: right, and the same bits on every run, with few tiles over a
+ * long K (a tile in many pieces), whole tiles followed by split ones, and ragged edges. */
+TEST(gemm_gpu_split_tiles_are_right_and_repeatable) {
+    char desc[256];
+    if (!feather_gpu_available(desc, sizeof desc)) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "*** GPU split-tile tests NOT RUN: %s ***", desc);
+        test_skip(msg);
+        return;
+    }
+    seed_once();
+    feather_ctx *ctx = feather_ctx_new(0);
+    REQUIRE(ctx);
+    static const struct { uint64_t m, n, k; feather_scale_mode mode; int bias, bf16; } cases[] = {
+        {1100, 128, 4096, FEATHER_SCALE_TENSOR, 1, 1},  {1100, 64, 8192, FEATHER_SCALE_CHANNEL, 0, 0},
+        {4100, 1032, 96, FEATHER_SCALE_NONE, 1, 0},     {2056, 3072, 160, FEATHER_SCALE_TENSOR, 0, 1},
+        {1024, 3072, 512, FEATHER_SCALE_CHANNEL, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        problem p;
+        problem_make(ctx, &p, cases[i].m, cases[i].n, cases[i].k, cases[i].mode, 0, cases[i].bias, cases[i].bf16);
+        CHECK(run_case(NULL, FEATHER_DEVICE_GPU, &p, "gpu split tiles") == 0);
+        const size_t bytes = p.args.m * p.args.n * 2;
+        uint16_t *first = malloc(bytes);
+        REQUIRE(first);
+        memcpy(first, p.y, bytes);
+        int same = 1;
+        for (int rep = 0; rep < 3 && same; rep++) {
+            CHECK(run_case(NULL, FEATHER_DEVICE_GPU, &p, "gpu split tiles, again") == 0);
+            same = !memcmp(first, p.y, bytes);
+        }
+        CHECK(same);
+        free(first);
+        problem_free(&p);
+    }
     feather_gpu_release();
     feather_ctx_free(ctx);
 }
