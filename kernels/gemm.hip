@@ -499,13 +499,21 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     if (need > ws_bytes || (need && !ws)) return hipErrorInvalidValue;
     p.count = (unsigned *)ws;
     p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
+    /* No fallback to another kernel here: in the H100 runs this variant's times equalled the
+     * cp.async kernel's, split or not, as if that fallback had been taken; a benchmark of this
+     * variant must time this kernel or fail with the reason. */
     CUtensorMap ta, tw;
-    if (!fk_ws_maps<BNA>(p, &ta, &tw)) return fk_go_wgmma<BNA, 4, false>(p, st, nullptr);
+    if (!fk_ws_maps<BNA>(p, &ta, &tw)) return hipErrorInvalidValue;
     constexpr size_t SMEM = FkWsTile<BNA, STAGES>::SMEM;
     auto kern = fk_gemm_wgsk<BNA, STAGES>;
-    static int occ = -1;
-    if (occ < 0) occ = fk_ws_prepare((const void *)kern, SMEM);
-    if (occ < 1) return fk_go_wgmma<BNA, 4, false>(p, st, nullptr);
+    static bool tried;
+    static hipError_t prepared;
+    if (!tried) {
+        prepared = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+        if (prepared == hipSuccess) fk_prefer_shared((const void *)kern);
+        tried = true;
+    }
+    if (prepared != hipSuccess) return prepared;
     kern<<<w.grid, FK_WS_THREADS, SMEM, st>>>(ta, tw, p, w);
     return hipGetLastError();
 }
@@ -605,7 +613,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * M = 256, else 64 (H100 measurements at M = 64…4096: as fast as or faster than the
          * cp.async wgmma and the tiled kernels at every benchmarked shape but one, 12288×3072 at
          * M = 128, 4 % slower) */
-        if (kind != FK_SCALE_BLOCK) return m >= 1024 ? FK_VARIANT_SK128 : m >= 256 ? FK_VARIANT_WS128 : FK_VARIANT_WS64;
+        if (kind != FK_SCALE_BLOCK) return m >= 256 ? FK_VARIANT_WS128 : FK_VARIANT_WS64;
         /* Block scales: the group flush (a wait and 64 fma per thread per group) bounds both
          * kernels near 300 TFLOP/s; at M = 4096 the cp.async one measured as fast (3072×3072) or
          * 1–4 % faster. */
