@@ -6,7 +6,8 @@
 #   [TESTS=0] [BENCH=0] [VERIFY=1] [QUANT=1] [NCU=0] sh bench/device.sh [gemm_bench arguments...]
 # BENCH=1 (default): the matrix product against cuBLAS; VERIFY=1: the verifier and Python's
 # loading of converted files; QUANT=1: GPU-assisted quantisation and whole conversions, CPU
-# against GPU; NCU=1 (default): one profiled skinny launch. TESTS_FILTER: test-name substrings.
+# against GPU; NCU=1 (default): one profiled skinny launch (NCU_KERNEL, a kernel-name regex,
+# and NCU_VARIANT profile another variant). TESTS_FILTER: test-name substrings.
 # B=DIR: build directory (default build); PREBUILT=1: use DIR as built elsewhere (same CUDA),
 # skipping the build. Tests and benchmark run under timeouts (a hung kernel costs device time).
 set -u
@@ -87,11 +88,11 @@ t3=$(date +%s)
 nvidia-smi -q -d CLOCK >"$OUT/clocks_after.txt" 2>&1
 # Where the bandwidth-bound kernel spends its time: one profiled launch (M = 1, 8192 × 8192).
 if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null 2>&1; then
-    timeout 240 ncu --clock-control none --kernel-name regex:fk_gemm_skinny --launch-skip 3 --launch-count 1 \
+    timeout 240 ncu --clock-control none --kernel-name regex:"${NCU_KERNEL:-fk_gemm_skinny}" --launch-skip 3 --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
         python3 bench/gemm_bench.py --lib "$B/libfeather_kernels.so" --out /tmp --ms 1 --shapes 8192x8192 \
-        --modes tensor --variants 1 --reps 3 >"$OUT/ncu.txt" 2>&1
-    echo "== ncu (skinny16, M=1, 8192x8192) =="
+        --modes tensor --variants "${NCU_VARIANT:-1}" --reps 3 >"$OUT/ncu.txt" 2>&1
+    echo "== ncu (${NCU_KERNEL:-fk_gemm_skinny}, M=1, 8192x8192) =="
     grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Warp Cycles Per Issued|L2 Hit" "$OUT/ncu.txt" | head -12
 fi
 

@@ -5,7 +5,7 @@ cuBLAS fp16 (torch.nn.functional.linear), torch's upcast-then-matmul and torch._
 Every timed call is preceded by a read of a 256 MiB buffer that evicts the L2 cache (a read, not
 a write: a write would leave up to 50 MB of dirty lines whose write-back then competes with the
 timed call's reads), and is timed alone with CUDA events; the median of --reps calls is reported.
-For M <= 16 the library's choice and cuBLAS are also timed back to back (one CUDA graph of
+For M <= 16 every variant and cuBLAS are also timed back to back (one CUDA graph of
 --chain calls over rotating weight copies totalling over 200 MB, so every call reads its weight
 from memory and launch gaps vanish). Every feather variant's output is checked against an fp32
 product of the same dequantised weights before it is timed.
@@ -182,7 +182,11 @@ def main():
                 if m <= 16 and args.chain > 0 and rec["ours"].get(rec["auto"], {}).get("us"):
                     ncopy = max(2, min(args.chain, -(-(200 << 20) // (n * k))))
                     copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
-                    rec["chain_us"] = time_chain(lambda c, st: run_ours(lib, p, auto, ws, c, st), copies, args.chain, flush)
+                    for v in cand:  # every variant that ran, so that they compare back to back too
+                        e = rec["ours"].get(VARIANTS[v], {})
+                        if "us" in e:
+                            e["chain_us"] = time_chain(lambda c, st: run_ours(lib, p, v, ws, c, st), copies, args.chain, flush)
+                    rec["chain_us"] = rec["ours"][rec["auto"]]["chain_us"]
                     del copies
                     if mode == "tensor":
                         ncopy = max(2, min(args.chain, -(-(200 << 20) // (2 * n * k))))
@@ -249,6 +253,17 @@ def main():
             wb = r["n"] * r["k"]
             cbs = f"{cb:8.1f} {2 * wb / cb / 1e6:6.2f} {cb / cu:5.2f}" if cb else "     n/a    n/a   n/a"
             print(f"{r['mode']:9} {r['n']:5d} {r['k']:5d} {r['m']:5d} | {r['auto']:8} {cu:8.1f} {wb / cu / 1e6:6.2f} | {cbs}")
+    small = [r for r in results if r["m"] <= 32 and len(r["ours"]) > 1]
+    if small:
+        print()
+        print("M <= 32, every variant: us per call (back to back in brackets), TB/s of weight per call:")
+        for r in small:
+            cells = []
+            for name, e in r["ours"].items():
+                if "us" in e:
+                    ch = f" ({e['chain_us']:.1f})" if "chain_us" in e else ""
+                    cells.append(f"{name} {e['us']:.1f}{ch} {r['n'] * r['k'] / e['us'] / 1e6:.2f}")
+            print(f"{r['mode']:9} {r['n']:5d} {r['k']:5d} {r['m']:3d} | " + " | ".join(cells))
 
 
 if __name__ == "__main__":
