@@ -499,9 +499,8 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     if (need > ws_bytes || (need && !ws)) return hipErrorInvalidValue;
     p.count = (unsigned *)ws;
     p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
-    /* No fallback to another kernel here: in the H100 runs this variant's times equalled the
-     * cp.async kernel's, split or not, as if that fallback had been taken; a benchmark of this
-     * variant must time this kernel or fail with the reason. */
+    /* No fallback to another kernel here (see gemm_wgmma.h): a benchmark of this variant times
+     * this kernel or fails with the reason. */
     CUtensorMap ta, tw;
     if (!fk_ws_maps<BNA>(p, &ta, &tw)) return hipErrorInvalidValue;
     constexpr size_t SMEM = FkWsTile<BNA, STAGES>::SMEM;

@@ -537,10 +537,15 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
  * acquire loads and sets back to zero. No block waits for one of lower index and every block
  * publishes before it waits, so resident blocks (one per multiprocessor, never more blocks than
  * multiprocessors) cannot deadlock.
- * Measured on an H100 and dropped: overlapping the epilogue with the next tile's wgmmas through
- * two accumulator sets per thread (the finished set stored an eighth after each of the next
- * segment's first 8 chunks): at 224 registers the main loop itself ran 1.2–1.3× slower than
- * ws128's, also where every tile is whole, and lost everywhere. */
+ * Status: not picked, not yet measured. In the H100 runs its first builds timed exactly like
+ * the cp.async kernel, split or not, although the main loop's SASS matched ws128's instruction
+ * for instruction. They used 177–224 registers per thread, and most likely a block of 9 warps
+ * then does not fit (a warp's registers come from one of the 4 quarters of the register file,
+ * 16384 each: 3 warps in a quarter allow 170 per thread, 168 allocated), so the occupancy
+ * query answered 0 and the host took its fallback to the cp.async kernel (ws128 itself uses
+ * 155). Hence the bound of 168 registers below (no spills), and no fallback here: the variant
+ * fails with the reason. */
+#define FK_SK_MAXNREG 168
 
 /* Which work block b of `grid` does: whole tiles b, b + grid, … below dp, then chunks
  * [start(b), start(b + 1)) of the (ntiles − dp) · nchunks chunks of the tiles from dp on. */
@@ -595,7 +600,7 @@ __device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, 
 #endif
 
 template <int BNA, int STAGES>
-__global__ void __maxnreg__(FK_WS_MAXNREG)
+__global__ void __maxnreg__(FK_SK_MAXNREG)
     fk_gemm_wgsk(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p,
                  FkSkWork w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
