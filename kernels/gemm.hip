@@ -462,10 +462,35 @@ static FkEncodeTiled fk_encode_tiled() {
     return fn;
 }
 
-/* Warp-specialised wgmma kernel: tensor maps of A (K × M halves, boxes of 64 × BNA, 128-byte
- * swizzle) and of the packed weight (records as pairs of 8-byte words: 2N × K/16, boxes of
- * 128 records × 4 kb); then one block per multiprocessor. Falls back to the cp.async kernel
- * when the maps cannot be made (no encoder, misaligned pointers). */
+/* Tensor maps of the warp-specialised kernels: A (K × M halves, boxes of 64 × BNA, 128-byte
+ * swizzle) and the packed weight (records as pairs of 8-byte words: 2N × K/16, boxes of 128
+ * records × 4 kb). False when they cannot be made (no encoder, misaligned pointers). */
+template <int BNA>
+static bool fk_ws_maps(const FkParams &p, CUtensorMap *ta, CUtensorMap *tw) {
+    FkEncodeTiled enc = fk_encode_tiled();
+    const cuuint32_t ones[2] = {1, 1};
+    const cuuint64_t dim_a[2] = {(cuuint64_t)p.K, (cuuint64_t)p.M}, stride_a[1] = {(cuuint64_t)p.K * 2};
+    const cuuint32_t box_a[2] = {64, BNA};
+    const cuuint64_t dim_w[2] = {(cuuint64_t)p.N * 2, (cuuint64_t)p.K / 16}, stride_w[1] = {(cuuint64_t)p.N * 16};
+    const cuuint32_t box_w[2] = {FK_WG_BN * 2, 4};
+    return enc &&
+           enc(ta, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p.A, dim_a, stride_a, box_a, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS &&
+           enc(tw, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, (void *)p.Q, dim_w, stride_w, box_w, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The largest dynamic shared memory for kern, once; its blocks per multiprocessor (0: none). */
+static int fk_ws_prepare(const void *kern, size_t smem) {
+    if (hipFuncSetAttribute(kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != hipSuccess) return 0;
+    fk_prefer_shared(kern);
+    int occ = 0;
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, FK_WS_THREADS, smem) != hipSuccess) occ = 0;
+    return occ;
+}
+
+/* Warp-specialised wgmma kernel: one block per multiprocessor. Falls back to the cp.async
+ * kernel when the tensor maps cannot be made. */
 template <int BNA, int STAGES, bool BLOCK>
 static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
@@ -473,29 +498,12 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
         *ws_need = 0;
         return hipSuccess;
     }
-    FkEncodeTiled enc = fk_encode_tiled();
     CUtensorMap ta, tw;
-    const cuuint32_t ones[2] = {1, 1};
-    const cuuint64_t dim_a[2] = {(cuuint64_t)p.K, (cuuint64_t)p.M}, stride_a[1] = {(cuuint64_t)p.K * 2};
-    const cuuint32_t box_a[2] = {64, BNA};
-    const cuuint64_t dim_w[2] = {(cuuint64_t)p.N * 2, (cuuint64_t)p.K / 16}, stride_w[1] = {(cuuint64_t)p.N * 16};
-    const cuuint32_t box_w[2] = {FK_WG_BN * 2, 4};
-    if (!enc ||
-        enc(&ta, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p.A, dim_a, stride_a, box_a, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS ||
-        enc(&tw, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, (void *)p.Q, dim_w, stride_w, box_w, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-        return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
-    }
+    if (!fk_ws_maps<BNA>(p, &ta, &tw)) return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
     constexpr size_t SMEM = FkWsTile<BNA, STAGES>::SMEM;
     auto kern = fk_gemm_wgws<BNA, STAGES, BLOCK>;
     static int occ = -1;
-    if (occ < 0) {
-        hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
-        if (e != hipSuccess) return e;
-        fk_prefer_shared((const void *)kern);
-        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, FK_WS_THREADS, SMEM) != hipSuccess) occ = 0;
-    }
+    if (occ < 0) occ = fk_ws_prepare((const void *)kern, SMEM);
     if (occ < 1) { /* registers or shared memory refused: the cp.async kernel */
         return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
     }
@@ -503,6 +511,63 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
     if (tiles > 0x7fffffffLL) return hipErrorInvalidValue;
     const int grid = tiles < fk_sm_count() ? (int)tiles : fk_sm_count();
     kern<<<grid, FK_WS_THREADS, SMEM, st>>>(ta, tw, p);
+    return hipGetLastError();
+}
+
+/* Split runs of fewer chunks than this cost more in partial sums than they save. */
+#define FK_SK_MIN_CHUNKS 8
+
+/* The work of fk_gemm_wgsk: whole tiles round robin, and the last one to two waves' chunks
+ * divided evenly (none when the tiles fill whole waves). */
+template <int BNA>
+static FkSkWork fk_sk_plan(const FkParams &p) {
+    FkSkWork w;
+    const long long tiles = (long long)((p.N + FK_WG_BN - 1) / FK_WG_BN) * ((p.M + BNA - 1) / BNA);
+    w.ntiles = tiles > 0x7fffffffLL ? 0 : (int)tiles;
+    w.nchunks = (p.K + 63) / 64;
+    long long g = fk_sm_count();
+    /* the split chunks are fewer than 2 · grid · nchunks: the kernel counts them in int */
+    const bool split = 2 * g * w.nchunks <= 0x7fffffffLL;
+    if (g > tiles) {
+        /* fewer tiles than multiprocessors: more blocks than tiles only with split, as long as
+         * each gets a run of FK_SK_MIN_CHUNKS */
+        const long long by_work = tiles * w.nchunks / FK_SK_MIN_CHUNKS;
+        g = split && by_work > tiles ? (by_work < g ? by_work : g) : tiles;
+    }
+    w.grid = (int)g;
+    w.dp = !split || tiles % g == 0 ? w.ntiles : tiles >= 2 * g ? (int)((tiles / g - 1) * g) : 0;
+    return w;
+}
+
+/* Warp-specialised kernel with the last waves split between blocks. */
+template <int BNA, int STAGES>
+static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    if (fk_compute_capability() != 90) return hipErrorInvalidValue;
+    const FkSkWork w = fk_sk_plan<BNA>(p);
+    if (!w.ntiles) return hipErrorInvalidValue;
+    const size_t need = w.dp < w.ntiles ? FK_COUNTER_BYTES + (size_t)w.grid * FK_WG_BN * BNA * sizeof(float) : 0;
+    if (ws_need) {
+        *ws_need = need;
+        return hipSuccess;
+    }
+    if (need > ws_bytes || (need && !ws)) return hipErrorInvalidValue;
+    p.count = (unsigned *)ws;
+    p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
+    /* No fallback to another kernel here (see gemm_wgmma.h): a benchmark of this variant times
+     * this kernel or fails with the reason. */
+    CUtensorMap ta, tw;
+    if (!fk_ws_maps<BNA>(p, &ta, &tw)) return hipErrorInvalidValue;
+    constexpr size_t SMEM = FkWsTile<BNA, STAGES>::SMEM;
+    auto kern = fk_gemm_wgsk<BNA, STAGES>;
+    static bool tried;
+    static hipError_t prepared;
+    if (!tried) {
+        prepared = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+        if (prepared == hipSuccess) fk_prefer_shared((const void *)kern);
+        tried = true;
+    }
+    if (prepared != hipSuccess) return prepared;
+    kern<<<w.grid, FK_WS_THREADS, SMEM, st>>>(ta, tw, p, w);
     return hipGetLastError();
 }
 #endif
@@ -537,6 +602,11 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS64:
         if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
+    case FK_VARIANT_SK128:
+        /* block scales: ws128 (the group flush, not the last wave, bounds them) */
+        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<128, 8>(p, st, ws_need, ws, ws_bytes);
+        else if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WGMMA256:
         /* 128 accumulators per thread: no room for a second set (block scales) */

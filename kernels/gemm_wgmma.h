@@ -522,4 +522,236 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
 #endif
 }
 
+/* ---- The same kernel with the last waves split between blocks (stream-K, sm_90a) ----
+ * With N = 3072, M = 1024 there are 192 tiles of 128 × 128 for 132 multiprocessors: a second
+ * wave 45 % full, and ws128 reached 0.57–0.61 of cuBLAS there. Here tiles below `dp` (the whole
+ * waves but the last one) are dealt out whole as before, and the chunks of the remaining tiles
+ * (between one and two waves of them) are divided evenly over the blocks, each block taking a
+ * contiguous run. A run starts inside a tile and ends inside another: the block holding chunk 0
+ * of a tile (its run's last segment) adds the partial sums of the blocks holding the tile's
+ * other chunks (each one's first split segment), always in increasing block order, then stores
+ * the tile through the same epilogue; the sum is the same whatever the timing. Partial sums go
+ * to the workspace after the counters, one 128 × BNA f32 slot per block, each thread's
+ * accumulators as float4 where the same thread of the adding block reads them, and are
+ * published by a release store of the block's counter, which the adding block waits for with
+ * acquire loads and sets back to zero. No block waits for one of lower index and every block
+ * publishes before it waits, so resident blocks (one per multiprocessor, never more blocks than
+ * multiprocessors) cannot deadlock.
+ * Status: not picked, not yet measured. In the H100 runs its first builds timed exactly like
+ * the cp.async kernel, split or not, although the main loop's SASS matched ws128's instruction
+ * for instruction. They used 177–224 registers per thread, and most likely a block of 9 warps
+ * then does not fit (a warp's registers come from one of the 4 quarters of the register file,
+ * 16384 each: 3 warps in a quarter allow 170 per thread, 168 allocated), so the occupancy
+ * query answered 0 and the host took its fallback to the cp.async kernel (ws128 itself uses
+ * 155). Hence the bound of 168 registers below (no spills), and no fallback here: the variant
+ * fails with the reason. */
+#define FK_SK_MAXNREG 168
+
+/* Which work block b of `grid` does: whole tiles b, b + grid, … below dp, then chunks
+ * [start(b), start(b + 1)) of the (ntiles − dp) · nchunks chunks of the tiles from dp on. */
+struct FkSkWork {
+    int ntiles, nchunks, dp, grid; /* (ntiles − dp) · nchunks < 2^31 (the host sees to it) */
+    __host__ __device__ int start(int b) const {
+        return (int)((long long)b * ((ntiles - dp) * nchunks) / grid);
+    }
+};
+
+/* Walks a block's work as segments (tile, chunks [c0, c1)) of one tile each. */
+struct FkSkIter {
+    int t, l, hi;
+    __device__ void init(const FkSkWork &w, int b) {
+        t = b;
+        l = w.start(b);
+        hi = w.start(b + 1);
+    }
+    __device__ bool next(const FkSkWork &w, int &tile, int &c0, int &c1) {
+        if (t < w.dp) {
+            tile = t;
+            c0 = 0;
+            c1 = w.nchunks;
+            t += w.grid;
+            return true;
+        }
+        if (l >= hi) return false;
+        tile = w.dp + l / w.nchunks;
+        c0 = l % w.nchunks;
+        int e = l - c0 + w.nchunks;
+        if (e > hi) e = hi;
+        c1 = c0 + (e - l);
+        l = e;
+        return true;
+    }
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void fk_flag_wait(const unsigned *f) {
+    for (;;) {
+        unsigned v;
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+        if (v) return;
+        __nanosleep(64);
+    }
+}
+__device__ __forceinline__ void fk_flag_set(unsigned *f) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(1u) : "memory");
+}
+/* The two consumer warpgroups only (the producer warp does not take part). */
+__device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(FK_WG_THREADS) : "memory"); }
+#endif
+
+template <int BNA, int STAGES>
+__global__ void __maxnreg__(FK_SK_MAXNREG)
+    fk_gemm_wgsk(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p,
+                 FkSkWork w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef FkWsTile<BNA, STAGES> Tile;
+    constexpr int NACC = BNA / 2;
+    extern __shared__ uint4 fk_smem_sk[];
+    const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_sk);
+    const uint32_t s_base = (s_raw + 1023u) & ~1023u;
+    const unsigned char *g_base = (const unsigned char *)fk_smem_sk + (s_base - s_raw);
+    const uint32_t bar_full = s_base + STAGES * Tile::STAGE_BYTES, bar_empty = bar_full + 8 * STAGES;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int ntn = (p.N + FK_WG_BN - 1) / FK_WG_BN, ntm = (p.M + BNA - 1) / BNA;
+    const int nchunks = w.nchunks;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            fk_mbar_init(bar_full + 8 * s, 1);
+            fk_mbar_init(bar_empty + 8 * s, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    int tile, c0, c1, tm, tn;
+    FkSkIter it;
+    it.init(w, blockIdx.x);
+    if (warp == FK_WG_THREADS / 32) {
+        /* producer: the same segments, chunk by chunk */
+        if (lane == 0) {
+            int s = 0;
+            uint32_t ph = 0;
+            while (it.next(w, tile, c0, c1)) {
+                fk_ws_tile(tile, ntm, ntn, tm, tn);
+                for (int c = c0; c < c1; c++) {
+                    fk_mbar_wait(bar_empty + 8 * s, ph ^ 1);
+                    fk_mbar_expect_tx(bar_full + 8 * s, Tile::STAGE_BYTES);
+                    const uint32_t dst = s_base + s * Tile::STAGE_BYTES;
+                    fk_tma_2d(dst, &tm_act, c * 64, tm * BNA, bar_full + 8 * s);
+                    fk_tma_2d(dst + Tile::ACT_BYTES, &tm_w, tn * FK_WG_BN * 2, c * 4, bar_full + 8 * s);
+                    if (++s == STAGES) {
+                        s = 0;
+                        ph ^= 1;
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    /* consumers: ws128's main loop and epilogue per segment */
+    const int t = lane & 3;
+    const int nrow = 16 * warp + (lane >> 2);
+    const uint32_t sel = fk_wg_a_sel(t);
+    float acc[NACC];
+    uint32_t a0[4][4], a1[4][4];
+    int s = 0, rs = 0;
+    uint32_t ph = 0;
+    int pending = 0;
+    auto give_back = [&](int keep) {
+        while (pending > keep) {
+            if (lane == 0) fk_mbar_arrive(bar_empty + 8 * rs);
+            rs = rs + 1 == STAGES ? 0 : rs + 1;
+            pending--;
+        }
+    };
+    auto step = [&](uint32_t(&a)[4][4]) {
+        fk_mbar_wait(bar_full + 8 * s, ph);
+        const unsigned char *wst = g_base + s * Tile::STAGE_BYTES + Tile::ACT_BYTES;
+        const uint32_t act = s_base + s * Tile::STAGE_BYTES;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const unsigned char *rec = wst + k * FK_WG_BN * 16 + nrow * 16;
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                uint32_t wd = *(const uint32_t *)(rec + fk_wg_a_row8(r) * 8 * 16 + 4 * fk_wg_a_word(t, r));
+                a[k][r] = __byte_perm(wd, 0u, sel);
+            }
+        }
+        fk_wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < 4; k++) fk_wg_mma_p<BNA>(acc, a[k], fk_wg_desc(act + k * 32), 1);
+        fk_wgmma_commit();
+        pending++;
+        if (++s == STAGES) {
+            s = 0;
+            ph ^= 1;
+        }
+        fk_wgmma_wait1();
+        give_back(1);
+    };
+    while (it.next(w, tile, c0, c1)) {
+        fk_ws_tile(tile, ntm, ntn, tm, tn);
+        const int n0 = tn * FK_WG_BN, m0 = tm * BNA;
+#pragma unroll
+        for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
+        int c = c0;
+        for (; c + 1 < c1; c += 2) {
+            step(a0);
+            step(a1);
+        }
+        if (c < c1) step(a0);
+        fk_wgmma_wait0();
+        give_back(0);
+        if (c0 > 0) {
+            /* the tile's first chunks are another block's: publish these partial sums */
+            float4 *slot = (float4 *)p.part + (size_t)blockIdx.x * (NACC / 4) * FK_WG_THREADS + tid;
+#pragma unroll
+            for (int q = 0; q < NACC / 4; q++)
+                slot[q * FK_WG_THREADS] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+            __threadfence();
+            fk_consumers_sync();
+            if (tid == 0) fk_flag_set(p.count + blockIdx.x);
+            continue;
+        }
+        if (c1 < nchunks) {
+            /* the rest of the tile is the following blocks' first segments: add them in order */
+            const int tend = (tile - w.dp + 1) * nchunks;
+            for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) {
+                if (w.start(j + 1) == w.start(j)) continue; /* no chunks: no partial sums */
+                fk_flag_wait(p.count + j);
+                const float4 *src = (const float4 *)p.part + (size_t)j * (NACC / 4) * FK_WG_THREADS + tid;
+#pragma unroll
+                for (int q = 0; q < NACC / 4; q++) {
+                    const float4 v = __ldcg(src + q * FK_WG_THREADS);
+                    acc[4 * q] += v.x;
+                    acc[4 * q + 1] += v.y;
+                    acc[4 * q + 2] += v.z;
+                    acc[4 * q + 3] += v.w;
+                }
+            }
+            fk_consumers_sync(); /* every thread has seen the flags: set them back to zero */
+            if (tid == 0)
+                for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) p.count[j] = 0;
+        }
+        const int nA = n0 + nrow, nB = nA + 8;
+        const FkCol cA = nA < p.N ? fk_col(p, nA) : FkCol{0.0f, 0.0f};
+        const FkCol cB = nB < p.N ? fk_col(p, nB) : FkCol{0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < NACC; i++) {
+            const bool hi = fk_wg_d_row8(i);
+            int n = hi ? nB : nA, m = m0 + fk_wg_d_col(lane, i);
+            if (m < p.M && n < p.N) p.Y[(size_t)m * p.N + n] = fk_round(p, fk_finish_col(p, hi ? cB : cA, acc[i]));
+        }
+    }
+#else
+    (void)tm_act;
+    (void)tm_w;
+    (void)p;
+    (void)w;
+#endif
+}
+
 #endif
