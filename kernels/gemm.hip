@@ -654,7 +654,6 @@ static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *
 }
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
-    (void)n; (void)k;
     /* M ≤ 16 (H100 measurements): the M ≤ 32 kernel's narrower column tiles win without block
      * scales unless the weight is large (more than ~40 M bytes) */
     if (m <= 16)
@@ -666,7 +665,16 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * M = 256, else 64 (H100 measurements at M = 64…4096: as fast as or faster than the
          * cp.async wgmma and the tiled kernels at every benchmarked shape but one, 12288×3072 at
          * M = 128, 4 % slower) */
-        if (kind != FK_SCALE_BLOCK) return m >= 256 ? FK_VARIANT_WS128 : FK_VARIANT_WS64;
+        if (kind != FK_SCALE_BLOCK) {
+            if (m < 256) return FK_VARIANT_WS64;
+            /* Stream-K where the last wave of 128×128 tiles is less than half full and K is
+             * long enough to split: H100, 3072×12288 at M = 1024 (192 tiles on 132 SMs) 1.12×
+             * ws128; slower at the other benchmarked shapes, whose last wave is fuller or whose
+             * K is 3072 */
+            const long long tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % fk_sm_count();
+            if (k >= 8192 && tail && tail < fk_sm_count() / 2) return FK_VARIANT_SK128;
+            return FK_VARIANT_WS128;
+        }
         /* Block scales: the group flush (a wait and 64 fma per thread per group) bounds both
          * kernels near 300 TFLOP/s; at M = 4096 the cp.async one measured as fast (3072×3072) or
          * 1–4 % faster. */

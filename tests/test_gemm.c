@@ -337,6 +337,18 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
                     problem_free(&p);
                 }
             }
+    /* A long K under few 128×128 tiles: on Hopper the stream-K kernel, which splits tiles
+     * between blocks (beyond the size limit above: the reference runs on every core) */
+    for (size_t c = 0; c < NMODES; c++) {
+        if (MODES[c].mode == FEATHER_SCALE_BLOCK) continue;
+        problem p;
+        problem_make(ctx, &p, 600, 256, 8192, MODES[c].mode, MODES[c].group, (int)(c % 2), (int)(c % 2));
+        failed += run_case(NULL, FEATHER_DEVICE_GPU, &p, "gpu, split tiles");
+        double e = rel_error(&p);
+        if (e > worst[c % 2]) worst[c % 2] = e;
+        cases++;
+        problem_free(&p);
+    }
     printf("    %d GPU cases, %d failed; worst relative error: fp16 %.3g, bf16 %.3g\n", cases, failed,
            worst[0], worst[1]);
     feather_gpu_release();
