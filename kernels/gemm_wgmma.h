@@ -537,14 +537,12 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
  * acquire loads and sets back to zero. No block waits for one of lower index and every block
  * publishes before it waits, so resident blocks (one per multiprocessor, never more blocks than
  * multiprocessors) cannot deadlock.
- * Status: not picked, not yet measured. In the H100 runs its first builds timed exactly like
- * the cp.async kernel, split or not, although the main loop's SASS matched ws128's instruction
- * for instruction. They used 177–224 registers per thread, and most likely a block of 9 warps
- * then does not fit (a warp's registers come from one of the 4 quarters of the register file,
- * 16384 each: 3 warps in a quarter allow 170 per thread, 168 allocated), so the occupancy
- * query answered 0 and the host took its fallback to the cp.async kernel (ws128 itself uses
- * 155). Hence the bound of 168 registers below (no spills), and no fallback here: the variant
- * fails with the reason. */
+ * Registers: a block of 9 warps fits only at 168 per thread or fewer (a warp's registers come
+ * from one of the 4 quarters of the register file, 16384 each: 3 warps in a quarter allow 170).
+ * Builds above that made the occupancy query answer 0, and a silent fallback to the cp.async
+ * kernel was all that was ever timed; hence the bound below (no spills) and no fallback: the
+ * variant fails with the reason. Measured on an H100: 1.12× ws128 at 3072×12288, M = 1024,
+ * slower at the other benchmarked shapes (fk_gemm_pick says where it is used). */
 #define FK_SK_MAXNREG 168
 
 /* Which work block b of `grid` does: whole tiles b, b + grid, … below dp, then chunks
