@@ -667,12 +667,12 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * M = 128, 4 % slower) */
         if (kind != FK_SCALE_BLOCK) {
             if (m < 256) return FK_VARIANT_WS64;
-            /* Stream-K where the last wave of 128×128 tiles is less than half full and K is
-             * long enough to split: H100, 3072×12288 at M = 1024 (192 tiles on 132 SMs) 1.12×
-             * ws128; slower at the other benchmarked shapes, whose last wave is fuller or whose
-             * K is 3072 */
-            const long long tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % fk_sm_count();
-            if (k >= 8192 && tail && tail < fk_sm_count() / 2) return FK_VARIANT_SK128;
+            /* Stream-K where the 128×128 tiles make few waves and the last one is less than
+             * half full: H100, 192 tiles on 132 SMs (N = 3072, M = 1024) 1.17× ws128 with
+             * K = 3072 and 1.21× with K = 12288; elsewhere between 1.5 % faster and 4 % slower,
+             * 1–3 % slower at 12288×3072 M = 4096 (23 waves, the last 27 % full) */
+            const long long sms = fk_sm_count(), tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % sms;
+            if (tiles < 4 * sms && tail && tail < sms / 2) return FK_VARIANT_SK128;
             return FK_VARIANT_WS128;
         }
         /* Block scales: the group flush (a wait and 64 fma per thread per group) bounds both

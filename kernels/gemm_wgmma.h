@@ -335,14 +335,74 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
  * tiles it serialized the wgmmas, C7512). */
 #define FK_WS_MAXNREG 224
 
+#define FK_WS_LDE 72 /* halves per row of the epilogue's buffer (64 + 8) */
+#define FK_WS_EPI_BYTES (2 * 64 * FK_WS_LDE * 2)
+
 template <int BNA, int STAGES>
 struct FkWsTile {
     static constexpr int ACT_BYTES = BNA * 128;
     static constexpr int W_BYTES = 4 * FK_WG_BN * 16;
     static constexpr int STAGE_BYTES = ACT_BYTES + W_BYTES; /* a multiple of 1024 */
-    /* stages, then 2·STAGES mbarriers, plus 1 KB to align the swizzled tiles */
-    static constexpr size_t SMEM = (size_t)STAGES * STAGE_BYTES + 16 * STAGES + 1024;
+    /* stages, then 2·STAGES mbarriers, the epilogue's buffer, plus 1 KB to align the swizzled
+     * tiles */
+    static constexpr int EPI_OFFSET = STAGES * STAGE_BYTES + 16 * STAGES;
+    static constexpr size_t SMEM = (size_t)EPI_OFFSET + FK_WS_EPI_BYTES + 1024;
 };
+
+/* Epilogue of the warp-specialised kernels: a 128 × BNA tile of Yᵀ, thread t of consumer warp
+ * w holding weight rows 16w + t/4 (+8) of it (fk_wg_d_*). Each warpgroup rounds its 64 weight
+ * rows × 64 rows of A at a time into a padded shared buffer (rows of A, 72 halves: the 2-byte
+ * writes of a warp land on distinct banks) and stores it as 16-byte pieces of rows of Y: stored
+ * straight from the accumulators, every 2-byte store filled half of each sector it touched and
+ * the tensor cores waited the epilogue out. Per element the arithmetic is the same
+ * (fk_finish_col, fk_round); a Y not 16-byte aligned takes the per-element stores. */
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Barrier of consumer warpgroup wg (ids 2, 3; 0 is the block's, 1 both consumer warpgroups'). */
+__device__ __forceinline__ void fk_wg_sync(int wg) {
+    /* immediate ids: a register id makes ptxas reserve all 16 barriers */
+    if (wg) asm volatile("bar.sync 3, 128;\n" ::: "memory");
+    else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+}
+
+template <int BNA>
+__device__ __forceinline__ void fk_ws_epilogue(const FkParams &p, const float *acc, int m0, int n0, int warp, int lane,
+                                               uint16_t *epi) {
+    constexpr int NACC = BNA / 2;
+    const int nrow = 16 * warp + (lane >> 2), nA = n0 + nrow, nB = nA + 8;
+    const FkCol cA = nA < p.N ? fk_col(p, nA) : FkCol{0.0f, 0.0f};
+    const FkCol cB = nB < p.N ? fk_col(p, nB) : FkCol{0.0f, 0.0f};
+    if ((uintptr_t)p.Y % 16) {
+#pragma unroll
+        for (int i = 0; i < NACC; i++) {
+            const bool hi = fk_wg_d_row8(i);
+            int n = hi ? nB : nA, m = m0 + fk_wg_d_col(lane, i);
+            if (m < p.M && n < p.N) p.Y[(size_t)m * p.N + n] = fk_round(p, fk_finish_col(p, hi ? cB : cA, acc[i]));
+        }
+        return;
+    }
+    const int wg = warp >> 2, tw = threadIdx.x & 127, nl = nrow - 64 * wg;
+    uint16_t *e = epi + wg * 64 * FK_WS_LDE;
+#pragma unroll
+    for (int h = 0; h < BNA / 64; h++) {
+        fk_wg_sync(wg); /* the buffer's last reads (previous pass or tile) are done */
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            const int i = 32 * h + j;
+            const bool hi = fk_wg_d_row8(i);
+            e[(fk_wg_d_col(lane, i) - 64 * h) * FK_WS_LDE + nl + 8 * hi] = fk_round(p, fk_finish_col(p, hi ? cB : cA, acc[i]));
+        }
+        fk_wg_sync(wg);
+        /* 64 rows of A × 64 weight rows: 8 pieces of 16 bytes per row (N % 8 == 0: a piece lies
+         * wholly inside or wholly past N) */
+#pragma unroll
+        for (int q = tw; q < 64 * 8; q += 128) {
+            const int r = q >> 3, c = q & 7, m = m0 + 64 * h + r, n = n0 + 64 * wg + 8 * c;
+            if (m < p.M && n < p.N) *(uint4 *)(p.Y + (size_t)m * p.N + n) = *(const uint4 *)(e + r * FK_WS_LDE + 8 * c);
+        }
+    }
+}
+#endif
 
 /* Tile t of the grouped order: tm (rows of A, BNA each), tn (weight rows, 128 each). */
 __host__ __device__ __forceinline__ void fk_ws_tile(int t, int ntm, int ntn, int &tm, int &tn) {
@@ -390,6 +450,7 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
     const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_ws);
     const uint32_t s_base = (s_raw + 1023u) & ~1023u;
     const unsigned char *g_base = (const unsigned char *)fk_smem_ws + (s_base - s_raw);
+    uint16_t *epi = (uint16_t *)((unsigned char *)fk_smem_ws + (s_base - s_raw) + Tile::EPI_OFFSET);
     const uint32_t bar_full = s_base + STAGES * Tile::STAGE_BYTES, bar_empty = bar_full + 8 * STAGES;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -503,17 +564,7 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
         if (c < nchunks) step(c, a0);
         fk_wgmma_wait0();
         give_back(0);
-        /* accumulator i holds Yᵀ[nrow + 8·row8][col], i.e. Y[m0 + col][n0 + nrow + …]: two
-         * output columns per thread, their scale and bias read once */
-        const int nA = n0 + nrow, nB = nA + 8;
-        const FkCol cA = nA < p.N ? fk_col(p, nA) : FkCol{0.0f, 0.0f};
-        const FkCol cB = nB < p.N ? fk_col(p, nB) : FkCol{0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < NACC; i++) {
-            const bool hi = fk_wg_d_row8(i);
-            int n = hi ? nB : nA, m = m0 + fk_wg_d_col(lane, i);
-            if (m < p.M && n < p.N) p.Y[(size_t)m * p.N + n] = fk_round(p, fk_finish_col(p, hi ? cB : cA, acc[i]));
-        }
+        fk_ws_epilogue<BNA>(p, acc, m0, n0, warp, lane, epi);
     }
 #else
     (void)tm_act;
@@ -608,6 +659,7 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
     const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_sk);
     const uint32_t s_base = (s_raw + 1023u) & ~1023u;
     const unsigned char *g_base = (const unsigned char *)fk_smem_sk + (s_base - s_raw);
+    uint16_t *epi = (uint16_t *)((unsigned char *)fk_smem_sk + (s_base - s_raw) + Tile::EPI_OFFSET);
     const uint32_t bar_full = s_base + STAGES * Tile::STAGE_BYTES, bar_empty = bar_full + 8 * STAGES;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -734,15 +786,7 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
             if (tid == 0)
                 for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) p.count[j] = 0;
         }
-        const int nA = n0 + nrow, nB = nA + 8;
-        const FkCol cA = nA < p.N ? fk_col(p, nA) : FkCol{0.0f, 0.0f};
-        const FkCol cB = nB < p.N ? fk_col(p, nB) : FkCol{0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < NACC; i++) {
-            const bool hi = fk_wg_d_row8(i);
-            int n = hi ? nB : nA, m = m0 + fk_wg_d_col(lane, i);
-            if (m < p.M && n < p.N) p.Y[(size_t)m * p.N + n] = fk_round(p, fk_finish_col(p, hi ? cB : cA, acc[i]));
-        }
+        fk_ws_epilogue<BNA>(p, acc, m0, n0, warp, lane, epi);
     }
 #else
     (void)tm_act;
