@@ -373,7 +373,7 @@ __device__ __forceinline__ void fk_ws_epilogue(const FkParams &p, const float *a
     const FkCol cA = nA < p.N ? fk_col(p, nA) : FkCol{0.0f, 0.0f};
     const FkCol cB = nB < p.N ? fk_col(p, nB) : FkCol{0.0f, 0.0f};
     /* 64-row tiles (M = 64–128) keep the per-element stores: there the staged ones measured
-     * up to 11 % slower at M = 64 and no faster at M = 128 */
+     * (one run) up to 11 % slower at M = 64 and no faster at M = 128 */
     if (BNA == 64 || (uintptr_t)p.Y % 16) {
 #pragma unroll
         for (int i = 0; i < NACC; i++) {
@@ -442,140 +442,7 @@ __device__ __forceinline__ void fk_tma_2d(uint32_t dst, const CUtensorMap *map, 
 }
 #endif
 
-template <int BNA, int STAGES, bool BLOCK>
-__global__ void __maxnreg__(FK_WS_MAXNREG)
-    fk_gemm_wgws(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef FkWsTile<BNA, STAGES> Tile;
-    constexpr int NACC = BNA / 2;
-    extern __shared__ uint4 fk_smem_ws[];
-    const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_ws);
-    const uint32_t s_base = (s_raw + 1023u) & ~1023u;
-    const unsigned char *g_base = (const unsigned char *)fk_smem_ws + (s_base - s_raw);
-    uint16_t *epi = (uint16_t *)((unsigned char *)fk_smem_ws + (s_base - s_raw) + Tile::EPI_OFFSET);
-    const uint32_t bar_full = s_base + STAGES * Tile::STAGE_BYTES, bar_empty = bar_full + 8 * STAGES;
-
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int ntn = (p.N + FK_WG_BN - 1) / FK_WG_BN, ntm = (p.M + BNA - 1) / BNA, ntiles = ntn * ntm;
-    const int nchunks = (p.K + 63) / 64;
-
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            fk_mbar_init(bar_full + 8 * s, 1);  /* the producer's arrival (+ the copies' bytes) */
-            fk_mbar_init(bar_empty + 8 * s, 8); /* one arrival per consumer warp */
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-
-    if (warp == FK_WG_THREADS / 32) {
-        /* producer: one lane issues every copy */
-        if (lane == 0) {
-            int s = 0;
-            uint32_t ph = 0;
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-                int tm, tn;
-                fk_ws_tile(t, ntm, ntn, tm, tn);
-                for (int c = 0; c < nchunks; c++) {
-                    fk_mbar_wait(bar_empty + 8 * s, ph ^ 1); /* the first pass finds the stages free */
-                    fk_mbar_expect_tx(bar_full + 8 * s, Tile::STAGE_BYTES);
-                    const uint32_t dst = s_base + s * Tile::STAGE_BYTES;
-                    fk_tma_2d(dst, &tm_act, c * 64, tm * BNA, bar_full + 8 * s);
-                    fk_tma_2d(dst + Tile::ACT_BYTES, &tm_w, tn * FK_WG_BN * 2, c * 4, bar_full + 8 * s);
-                    if (++s == STAGES) {
-                        s = 0;
-                        ph ^= 1;
-                    }
-                }
-            }
-        }
-        return;
-    }
-
-    /* consumers */
-    const int t = lane & 3;
-    const int nrow = 16 * warp + (lane >> 2); /* weight row (of 128) of a0/a2; a1/a3: +8 */
-    const uint32_t sel = fk_wg_a_sel(t);
-    float acc[NACC];
-    float accg[BLOCK ? NACC : 1];
-    uint32_t a0[4][4], a1[4][4];
-    int s = 0, rs = 0; /* stage of the next chunk; stage of the oldest one not yet given back */
-    uint32_t ph = 0;
-    int pending = 0; /* chunks issued and not yet given back */
-    auto give_back = [&](int keep) {
-        while (pending > keep) {
-            if (lane == 0) fk_mbar_arrive(bar_empty + 8 * rs);
-            rs = rs + 1 == STAGES ? 0 : rs + 1;
-            pending--;
-        }
-    };
-    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-        int tm, tn;
-        fk_ws_tile(tile, ntm, ntn, tm, tn);
-        const int n0 = tn * FK_WG_BN, m0 = tm * BNA;
-#pragma unroll
-        for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
-        auto step = [&](int c, uint32_t(&a)[4][4]) {
-            fk_mbar_wait(bar_full + 8 * s, ph);
-            const unsigned char *wst = g_base + s * Tile::STAGE_BYTES + Tile::ACT_BYTES;
-            const uint32_t act = s_base + s * Tile::STAGE_BYTES;
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const unsigned char *rec = wst + k * FK_WG_BN * 16 + nrow * 16;
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    uint32_t w = *(const uint32_t *)(rec + fk_wg_a_row8(r) * 8 * 16 + 4 * fk_wg_a_word(t, r));
-                    a[k][r] = __byte_perm(w, 0u, sel);
-                }
-            }
-            fk_wgmma_fence();
-            /* block scales: the group's first instruction overwrites accg */
-            const int keep = BLOCK && (c * 64) % p.G == 0 ? 0 : 1;
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const uint64_t desc = fk_wg_desc(act + k * 32);
-                if constexpr (BLOCK) fk_wg_mma_p<BNA>(accg, a[k], desc, k == 0 ? keep : 1);
-                else fk_wg_mma_p<BNA>(acc, a[k], desc, 1);
-            }
-            fk_wgmma_commit();
-            pending++;
-            if (++s == STAGES) {
-                s = 0;
-                ph ^= 1;
-            }
-            if constexpr (BLOCK) {
-                if (((c + 1) * 64) % p.G == 0) {
-                    fk_wgmma_wait0();
-                    give_back(0);
-                    float s0 = fk_block_scale(p, n0 + nrow, c * 64), s8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
-#pragma unroll
-                    for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? s8 : s0, acc[i]);
-                    return;
-                }
-            }
-            fk_wgmma_wait1(); /* the previous chunk's instructions are complete */
-            give_back(1);
-        };
-        /* Pairs of chunks, then an odd last one: no path reaches a redefinition of a set whose
-         * instructions may still run (ptxas would serialize every wgmma, C7513). */
-        int c = 0;
-        for (; c + 1 < nchunks; c += 2) {
-            step(c, a0);
-            step(c + 1, a1);
-        }
-        if (c < nchunks) step(c, a0);
-        fk_wgmma_wait0();
-        give_back(0);
-        fk_ws_epilogue<BNA>(p, acc, m0, n0, warp, lane, epi);
-    }
-#else
-    (void)tm_act;
-    (void)tm_w;
-    (void)p;
-#endif
-}
-
-/* ---- The same kernel with the last waves split between blocks (stream-K, sm_90a) ----
+/* ---- The last waves split between blocks (stream-K, sm_90a: fk_gemm_wgsk) ----
  * With N = 3072, M = 1024 there are 192 tiles of 128 × 128 for 132 multiprocessors: a second
  * wave 45 % full, and ws128 reached 0.57–0.61 of cuBLAS there. Here tiles below `dp` (the whole
  * waves but the last one) are dealt out whole as before, and the chunks of the remaining tiles
@@ -650,18 +517,21 @@ __device__ __forceinline__ void fk_flag_set(unsigned *f) {
 __device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(FK_WG_THREADS) : "memory"); }
 #endif
 
-template <int BNA, int STAGES>
-__global__ void __maxnreg__(FK_SK_MAXNREG)
-    fk_gemm_wgsk(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p,
-                 FkSkWork w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The body of both warp-specialised kernels: the blocks walk their work w as segments (a tile
+ * and a run of its chunks; without SPLIT whole tiles b, b + grid, …); the producer warp moves
+ * every chunk of them, the consumers compute each segment and, with SPLIT, publish or add the
+ * partial sums of split tiles before the tile's epilogue. */
+template <int BNA, int STAGES, bool BLOCK, bool SPLIT>
+__device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUtensorMap *tm_w, const FkParams &p,
+                                           const FkSkWork &w) {
     typedef FkWsTile<BNA, STAGES> Tile;
     constexpr int NACC = BNA / 2;
-    extern __shared__ uint4 fk_smem_sk[];
-    const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_sk);
+    extern __shared__ uint4 fk_smem_ws[];
+    const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_ws);
     const uint32_t s_base = (s_raw + 1023u) & ~1023u;
-    const unsigned char *g_base = (const unsigned char *)fk_smem_sk + (s_base - s_raw);
-    uint16_t *epi = (uint16_t *)((unsigned char *)fk_smem_sk + (s_base - s_raw) + Tile::EPI_OFFSET);
+    const unsigned char *g_base = (const unsigned char *)fk_smem_ws + (s_base - s_raw);
+    uint16_t *epi = (uint16_t *)((unsigned char *)fk_smem_ws + (s_base - s_raw) + Tile::EPI_OFFSET);
     const uint32_t bar_full = s_base + STAGES * Tile::STAGE_BYTES, bar_empty = bar_full + 8 * STAGES;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -670,8 +540,8 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
-            fk_mbar_init(bar_full + 8 * s, 1);
-            fk_mbar_init(bar_empty + 8 * s, 8);
+            fk_mbar_init(bar_full + 8 * s, 1);  /* the producer's arrival (+ the copies' bytes) */
+            fk_mbar_init(bar_empty + 8 * s, 8); /* one arrival per consumer warp */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -681,18 +551,18 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
     FkSkIter it;
     it.init(w, blockIdx.x);
     if (warp == FK_WG_THREADS / 32) {
-        /* producer: the same segments, chunk by chunk */
+        /* producer: one lane issues every copy */
         if (lane == 0) {
             int s = 0;
             uint32_t ph = 0;
             while (it.next(w, tile, c0, c1)) {
                 fk_ws_tile(tile, ntm, ntn, tm, tn);
                 for (int c = c0; c < c1; c++) {
-                    fk_mbar_wait(bar_empty + 8 * s, ph ^ 1);
+                    fk_mbar_wait(bar_empty + 8 * s, ph ^ 1); /* the first pass finds the stages free */
                     fk_mbar_expect_tx(bar_full + 8 * s, Tile::STAGE_BYTES);
                     const uint32_t dst = s_base + s * Tile::STAGE_BYTES;
-                    fk_tma_2d(dst, &tm_act, c * 64, tm * BNA, bar_full + 8 * s);
-                    fk_tma_2d(dst + Tile::ACT_BYTES, &tm_w, tn * FK_WG_BN * 2, c * 4, bar_full + 8 * s);
+                    fk_tma_2d(dst, tm_act, c * 64, tm * BNA, bar_full + 8 * s);
+                    fk_tma_2d(dst + Tile::ACT_BYTES, tm_w, tn * FK_WG_BN * 2, c * 4, bar_full + 8 * s);
                     if (++s == STAGES) {
                         s = 0;
                         ph ^= 1;
@@ -703,15 +573,16 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
         return;
     }
 
-    /* consumers: ws128's main loop and epilogue per segment */
+    /* consumers */
     const int t = lane & 3;
-    const int nrow = 16 * warp + (lane >> 2);
+    const int nrow = 16 * warp + (lane >> 2); /* weight row (of 128) of a0/a2; a1/a3: +8 */
     const uint32_t sel = fk_wg_a_sel(t);
     float acc[NACC];
+    float accg[BLOCK ? NACC : 1];
     uint32_t a0[4][4], a1[4][4];
-    int s = 0, rs = 0;
+    int s = 0, rs = 0; /* stage of the next chunk; stage of the oldest one not yet given back */
     uint32_t ph = 0;
-    int pending = 0;
+    int pending = 0; /* chunks issued and not yet given back */
     auto give_back = [&](int keep) {
         while (pending > keep) {
             if (lane == 0) fk_mbar_arrive(bar_empty + 8 * rs);
@@ -719,77 +590,120 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
             pending--;
         }
     };
-    auto step = [&](uint32_t(&a)[4][4]) {
-        fk_mbar_wait(bar_full + 8 * s, ph);
-        const unsigned char *wst = g_base + s * Tile::STAGE_BYTES + Tile::ACT_BYTES;
-        const uint32_t act = s_base + s * Tile::STAGE_BYTES;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const unsigned char *rec = wst + k * FK_WG_BN * 16 + nrow * 16;
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                uint32_t wd = *(const uint32_t *)(rec + fk_wg_a_row8(r) * 8 * 16 + 4 * fk_wg_a_word(t, r));
-                a[k][r] = __byte_perm(wd, 0u, sel);
-            }
-        }
-        fk_wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < 4; k++) fk_wg_mma_p<BNA>(acc, a[k], fk_wg_desc(act + k * 32), 1);
-        fk_wgmma_commit();
-        pending++;
-        if (++s == STAGES) {
-            s = 0;
-            ph ^= 1;
-        }
-        fk_wgmma_wait1();
-        give_back(1);
-    };
     while (it.next(w, tile, c0, c1)) {
         fk_ws_tile(tile, ntm, ntn, tm, tn);
         const int n0 = tn * FK_WG_BN, m0 = tm * BNA;
 #pragma unroll
         for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
-        int c = c0;
-        for (; c + 1 < c1; c += 2) {
-            step(a0);
-            step(a1);
-        }
-        if (c < c1) step(a0);
-        fk_wgmma_wait0();
-        give_back(0);
-        if (c0 > 0) {
-            /* the tile's first chunks are another block's: publish these partial sums */
-            float4 *slot = (float4 *)p.part + (size_t)blockIdx.x * (NACC / 4) * FK_WG_THREADS + tid;
+        auto step = [&](int c, uint32_t(&a)[4][4]) {
+            fk_mbar_wait(bar_full + 8 * s, ph);
+            const unsigned char *wst = g_base + s * Tile::STAGE_BYTES + Tile::ACT_BYTES;
+            const uint32_t act = s_base + s * Tile::STAGE_BYTES;
 #pragma unroll
-            for (int q = 0; q < NACC / 4; q++)
-                slot[q * FK_WG_THREADS] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
-            __threadfence();
-            fk_consumers_sync();
-            if (tid == 0) fk_flag_set(p.count + blockIdx.x);
-            continue;
-        }
-        if (c1 < nchunks) {
-            /* the rest of the tile is the following blocks' first segments: add them in order */
-            const int tend = (tile - w.dp + 1) * nchunks;
-            for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) {
-                if (w.start(j + 1) == w.start(j)) continue; /* no chunks: no partial sums */
-                fk_flag_wait(p.count + j);
-                const float4 *src = (const float4 *)p.part + (size_t)j * (NACC / 4) * FK_WG_THREADS + tid;
+            for (int k = 0; k < 4; k++) {
+                const unsigned char *rec = wst + k * FK_WG_BN * 16 + nrow * 16;
 #pragma unroll
-                for (int q = 0; q < NACC / 4; q++) {
-                    const float4 v = __ldcg(src + q * FK_WG_THREADS);
-                    acc[4 * q] += v.x;
-                    acc[4 * q + 1] += v.y;
-                    acc[4 * q + 2] += v.z;
-                    acc[4 * q + 3] += v.w;
+                for (int r = 0; r < 4; r++) {
+                    uint32_t wd = *(const uint32_t *)(rec + fk_wg_a_row8(r) * 8 * 16 + 4 * fk_wg_a_word(t, r));
+                    a[k][r] = __byte_perm(wd, 0u, sel);
                 }
             }
-            fk_consumers_sync(); /* every thread has seen the flags: set them back to zero */
-            if (tid == 0)
-                for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) p.count[j] = 0;
+            fk_wgmma_fence();
+            /* block scales: the group's first instruction overwrites accg */
+            const int keep = BLOCK && (c * 64) % p.G == 0 ? 0 : 1;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const uint64_t desc = fk_wg_desc(act + k * 32);
+                if constexpr (BLOCK) fk_wg_mma_p<BNA>(accg, a[k], desc, k == 0 ? keep : 1);
+                else fk_wg_mma_p<BNA>(acc, a[k], desc, 1);
+            }
+            fk_wgmma_commit();
+            pending++;
+            if (++s == STAGES) {
+                s = 0;
+                ph ^= 1;
+            }
+            if constexpr (BLOCK) {
+                if (((c + 1) * 64) % p.G == 0) {
+                    fk_wgmma_wait0();
+                    give_back(0);
+                    float s0 = fk_block_scale(p, n0 + nrow, c * 64), s8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
+#pragma unroll
+                    for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? s8 : s0, acc[i]);
+                    return;
+                }
+            }
+            fk_wgmma_wait1(); /* the previous chunk's instructions are complete */
+            give_back(1);
+        };
+        /* Pairs of chunks, then an odd last one: no path reaches a redefinition of a set whose
+         * instructions may still run (ptxas would serialize every wgmma, C7513). */
+        int c = c0;
+        for (; c + 1 < c1; c += 2) {
+            step(c, a0);
+            step(c + 1, a1);
+        }
+        if (c < c1) step(c, a0);
+        fk_wgmma_wait0();
+        give_back(0);
+        if constexpr (SPLIT) {
+            if (c0 > 0) {
+                /* the tile's first chunks are another block's: publish these partial sums */
+                float4 *slot = (float4 *)p.part + (size_t)blockIdx.x * (NACC / 4) * FK_WG_THREADS + tid;
+#pragma unroll
+                for (int q = 0; q < NACC / 4; q++)
+                    slot[q * FK_WG_THREADS] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+                __threadfence();
+                fk_consumers_sync();
+                if (tid == 0) fk_flag_set(p.count + blockIdx.x);
+                continue;
+            }
+            if (c1 < nchunks) {
+                /* the rest of the tile is the following blocks' first segments: add them in order */
+                const int tend = (tile - w.dp + 1) * nchunks;
+                for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) {
+                    if (w.start(j + 1) == w.start(j)) continue; /* no chunks: no partial sums */
+                    fk_flag_wait(p.count + j);
+                    const float4 *src = (const float4 *)p.part + (size_t)j * (NACC / 4) * FK_WG_THREADS + tid;
+#pragma unroll
+                    for (int q = 0; q < NACC / 4; q++) {
+                        const float4 v = __ldcg(src + q * FK_WG_THREADS);
+                        acc[4 * q] += v.x;
+                        acc[4 * q + 1] += v.y;
+                        acc[4 * q + 2] += v.z;
+                        acc[4 * q + 3] += v.w;
+                    }
+                }
+                fk_consumers_sync(); /* every thread has seen the flags: set them back to zero */
+                if (tid == 0)
+                    for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) p.count[j] = 0;
+            }
         }
         fk_ws_epilogue<BNA>(p, acc, m0, n0, warp, lane, epi);
     }
+}
+#endif
+
+template <int BNA, int STAGES, bool BLOCK>
+__global__ void __maxnreg__(FK_WS_MAXNREG)
+    fk_gemm_wgws(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int ntiles = ((p.N + FK_WG_BN - 1) / FK_WG_BN) * ((p.M + BNA - 1) / BNA);
+    const FkSkWork w = {ntiles, (p.K + 63) / 64, ntiles, (int)gridDim.x}; /* whole tiles only */
+    fk_ws_body<BNA, STAGES, BLOCK, false>(&tm_act, &tm_w, p, w);
+#else
+    (void)tm_act;
+    (void)tm_w;
+    (void)p;
+#endif
+}
+
+template <int BNA, int STAGES>
+__global__ void __maxnreg__(FK_SK_MAXNREG)
+    fk_gemm_wgsk(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p,
+                 FkSkWork w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    fk_ws_body<BNA, STAGES, false, true>(&tm_act, &tm_w, p, w);
 #else
     (void)tm_act;
     (void)tm_w;
