@@ -303,15 +303,20 @@ TEST(gemm_device_names_and_selection) {
 }
 
 /* ---- GPU ---- */
-TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
-    char desc[256];
-    if (!feather_gpu_available(desc, sizeof desc)) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "*** GPU matrix-product tests NOT RUN: %s ***", desc);
-        test_skip(msg);
-        return;
+/* 1 when a GPU is usable (named on the output), else a loud skip of `what` and 0. */
+static int gpu_or_skip(const char *what) {
+    char desc[256], msg[400];
+    if (feather_gpu_available(desc, sizeof desc)) {
+        printf("    GPU: %s\n", desc);
+        return 1;
     }
-    printf("    GPU: %s\n", desc);
+    snprintf(msg, sizeof msg, "*** %s NOT RUN: %s ***", what, desc);
+    test_skip(msg);
+    return 0;
+}
+
+TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
+    if (!gpu_or_skip("GPU matrix-product tests")) return;
     seed_once();
     feather_ctx *ctx = feather_ctx_new(0);
     REQUIRE(ctx);
@@ -363,21 +368,14 @@ TEST(gemm_gpu_back_to_back_chain) {
 #ifndef FEATHER_GPU
     test_skip("*** GPU back-to-back chain NOT RUN: built without a GPU backend ***");
 #else
-    char desc[256];
-    if (!feather_gpu_available(desc, sizeof desc)) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "*** GPU back-to-back chain NOT RUN: %s ***", desc);
-        test_skip(msg);
-        return;
-    }
+    if (!gpu_or_skip("GPU back-to-back chain")) return;
     seed_once();
     enum { LAYERS = 6 };
     const uint64_t n = 2048, ms[] = {1, 16};
     uint8_t *q = malloc(n * n), *packed = malloc(n * n);
     REQUIRE(q && packed);
     for (uint64_t i = 0; i < n * n; i++) q[i] = feather_f32_to_e5m2((float)(rng_normal() * 8.0));
-    for (uint64_t r = 0; r < n; r++)
-        for (uint64_t c = 0; c < n; c++) packed[(c / 16) * n * 16 + r * 16 + c % 16] = q[r * n + c];
+    feather_pack(q, n, n, packed);
     const float scale = (float)(1.0 / (8.0 * sqrt((double)n))); /* keeps every layer's output ~N(0, 1) */
     for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
         const uint64_t m = ms[mi];
