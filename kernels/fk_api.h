@@ -29,7 +29,7 @@ enum {
     FK_VARIANT_WGMMA256 = 8,  /* the same with 256 rows of A (not with block scales) */
     FK_VARIANT_WS128 = 9,     /* Hopper wgmma, warp-specialised: TMA producer warp, persistent, 128 × 128 */
     FK_VARIANT_WS64 = 10,     /* the same with 64 rows of A */
-    /* 11: reserved */
+    FK_VARIANT_WS192 = 11,    /* ws128 with three consumer warpgroups: 192 weight rows × 128 (not with block scales) */
     FK_VARIANT_SK128 = 12,    /* ws128 with the last waves' tiles split between blocks (stream-K) */
     FK_VARIANT_COUNT
 };

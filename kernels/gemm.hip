@@ -463,16 +463,16 @@ static FkEncodeTiled fk_encode_tiled() {
 }
 
 /* Tensor maps of the warp-specialised kernels: A (K × M halves, boxes of 64 × BNA, 128-byte
- * swizzle) and the packed weight (records as pairs of 8-byte words: 2N × K/16, boxes of 128
+ * swizzle) and the packed weight (records as pairs of 8-byte words: 2N × K/16, boxes of HROWS
  * records × 4 kb). False when they cannot be made (no encoder, misaligned pointers). */
-template <int BNA>
+template <int BNA, int HROWS>
 static bool fk_ws_maps(const FkParams &p, CUtensorMap *ta, CUtensorMap *tw) {
     FkEncodeTiled enc = fk_encode_tiled();
     const cuuint32_t ones[2] = {1, 1};
     const cuuint64_t dim_a[2] = {(cuuint64_t)p.K, (cuuint64_t)p.M}, stride_a[1] = {(cuuint64_t)p.K * 2};
     const cuuint32_t box_a[2] = {64, BNA};
     const cuuint64_t dim_w[2] = {(cuuint64_t)p.N * 2, (cuuint64_t)p.K / 16}, stride_w[1] = {(cuuint64_t)p.N * 16};
-    const cuuint32_t box_w[2] = {FK_WG_BN * 2, 4};
+    const cuuint32_t box_w[2] = {HROWS * 2, 4};
     return enc &&
            enc(ta, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p.A, dim_a, stride_a, box_a, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS &&
@@ -481,36 +481,39 @@ static bool fk_ws_maps(const FkParams &p, CUtensorMap *ta, CUtensorMap *tw) {
 }
 
 /* The largest dynamic shared memory for kern, once; its blocks per multiprocessor (0: none). */
-static int fk_ws_prepare(const void *kern, size_t smem) {
+static int fk_ws_prepare(const void *kern, size_t smem, int threads) {
     if (hipFuncSetAttribute(kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != hipSuccess) return 0;
     fk_prefer_shared(kern);
     int occ = 0;
-    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, FK_WS_THREADS, smem) != hipSuccess) occ = 0;
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, smem) != hipSuccess) occ = 0;
     return occ;
 }
 
-/* Warp-specialised wgmma kernel: one block per multiprocessor. Falls back to the cp.async
- * kernel when the tensor maps cannot be made. */
-template <int BNA, int STAGES, bool BLOCK>
+/* Warp-specialised wgmma kernel with NWG consumer warpgroups: one block per multiprocessor.
+ * Falls back to the cp.async kernel when the tensor maps cannot be made. */
+template <int BNA, int STAGES, int NWG, bool BLOCK>
 static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
+    typedef FkWsTile<BNA, STAGES, NWG> Tile;
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
     if (ws_need) {
         *ws_need = 0;
         return hipSuccess;
     }
     CUtensorMap ta, tw;
-    if (!fk_ws_maps<BNA>(p, &ta, &tw)) return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
-    constexpr size_t SMEM = FkWsTile<BNA, STAGES>::SMEM;
-    auto kern = fk_gemm_wgws<BNA, STAGES, BLOCK>;
+    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
+    auto kern = [] {
+        if constexpr (NWG == 3) return fk_gemm_wgws3<BNA, STAGES>;
+        else return fk_gemm_wgws<BNA, STAGES, BLOCK>;
+    }();
     static int occ = -1;
-    if (occ < 0) occ = fk_ws_prepare((const void *)kern, SMEM);
+    if (occ < 0) occ = fk_ws_prepare((const void *)kern, Tile::SMEM, Tile::THREADS);
     if (occ < 1) { /* registers or shared memory refused: the cp.async kernel */
         return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
     }
-    const long long tiles = (long long)((p.N + FK_WG_BN - 1) / FK_WG_BN) * ((p.M + BNA - 1) / BNA);
+    const long long tiles = (long long)((p.N + Tile::WBN - 1) / Tile::WBN) * ((p.M + BNA - 1) / BNA);
     if (tiles > 0x7fffffffLL) return hipErrorInvalidValue;
     const int grid = tiles < fk_sm_count() ? (int)tiles : fk_sm_count();
-    kern<<<grid, FK_WS_THREADS, SMEM, st>>>(ta, tw, p);
+    kern<<<grid, Tile::THREADS, Tile::SMEM, st>>>(ta, tw, p);
     return hipGetLastError();
 }
 
@@ -545,7 +548,8 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
     const FkSkWork w = fk_sk_plan<BNA>(p);
     if (!w.ntiles) return hipErrorInvalidValue;
-    const size_t need = w.dp < w.ntiles ? FK_COUNTER_BYTES + (size_t)w.grid * FK_WG_BN * BNA * sizeof(float) : 0;
+    typedef FkWsTile<BNA, STAGES, 2> Tile;
+    const size_t need = w.dp < w.ntiles ? FK_COUNTER_BYTES + (size_t)w.grid * Tile::WBN * BNA * sizeof(float) : 0;
     if (ws_need) {
         *ws_need = need;
         return hipSuccess;
@@ -556,8 +560,8 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     /* No fallback to another kernel here (see gemm_wgmma.h): a benchmark of this variant times
      * this kernel or fails with the reason. */
     CUtensorMap ta, tw;
-    if (!fk_ws_maps<BNA>(p, &ta, &tw)) return hipErrorInvalidValue;
-    constexpr size_t SMEM = FkWsTile<BNA, STAGES>::SMEM;
+    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorInvalidValue;
+    constexpr size_t SMEM = Tile::SMEM;
     auto kern = fk_gemm_wgsk<BNA, STAGES>;
     static bool tried;
     static hipError_t prepared;
@@ -567,7 +571,7 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
         tried = true;
     }
     if (prepared != hipSuccess) return prepared;
-    kern<<<w.grid, FK_WS_THREADS, SMEM, st>>>(ta, tw, p, w);
+    kern<<<w.grid, Tile::THREADS, SMEM, st>>>(ta, tw, p, w);
     return hipGetLastError();
 }
 #endif
@@ -598,15 +602,20 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
         if constexpr (Mma::KSS == 64) return fk_go_wgmma<64, 4, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS128:
-        if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, BLOCK>(p, st, ws_need);
+        if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS64:
-        if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, BLOCK>(p, st, ws_need);
+        if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, 2, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_SK128:
         /* block scales: ws128 (the group flush, not the last wave, bounds them) */
         if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<128, 8>(p, st, ws_need, ws, ws_bytes);
-        else if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, BLOCK>(p, st, ws_need);
+        else if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
+    case FK_VARIANT_WS192:
+        /* block scales: ws128 (no room for their second accumulator set) */
+        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgws<128, 7, 3, false>(p, st, ws_need);
+        else if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WGMMA256:
         /* 128 accumulators per thread: no room for a second set (block scales) */

@@ -327,7 +327,6 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
  * each thread's two columns' scale and bias once (per element, it had cost 10 % at M = 4096).
  * Measured on an H100 and dropped: tiles of 256 rows of A (m64n256, 1.3–1.5× slower) and a third
  * register-operand set keeping two chunks queued (3–8 % slower). */
-#define FK_WS_THREADS (FK_WG_THREADS + 32) /* two consumer warpgroups, then the producer warp */
 #define FK_WS_GROUP_M 8
 /* Registers per thread: 9 warps of 224 fill the register file (65536); a launch bound of 288
  * threads would make ptxas assume 384 (168 each), too few with block scales (two accumulator
@@ -336,20 +335,37 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
 #define FK_WS_MAXNREG 224
 
 #define FK_WS_LDE 72 /* halves per row of the epilogue's buffer (64 + 8) */
-#define FK_WS_EPI_BYTES (2 * 64 * FK_WS_LDE * 2)
+/* Consumer registers of the three-warpgroup block (setmaxnreg; the producer warpgroup keeps 32):
+ * each quarter of the register file holds three consumer warps and one producer warp,
+ * 3 · 160 · 32 + 32 · 32 = 16384. */
+#define FK_WS3_CONSUMER_REGS 160
+#define FK_WS3_PRODUCER_REGS 32
 
-template <int BNA, int STAGES>
+/* A block of NWG consumer warpgroups (64 weight rows each) and a producer. With two, the
+ * producer is a ninth warp. Twelve consumer warps and a thirteenth would leave one quarter of
+ * the register file four warps of at most 128 registers (too few for 64 accumulators and two
+ * operand sets), so with three the producer is a fourth warpgroup that gives its registers to
+ * the consumers (setmaxnreg). TMA boxes are at most 256 words wide: 192 weight rows (384 words
+ * of 8 bytes per kb) come in two copies of 96, which land one after the other. */
+template <int BNA, int STAGES, int NWG>
 struct FkWsTile {
+    static constexpr int WBN = 64 * NWG;               /* weight rows per tile */
+    static constexpr int CONSUMERS = 128 * NWG;
+    static constexpr int THREADS = CONSUMERS + (NWG == 2 ? 32 : 128);
+    static constexpr int WCOPIES = WBN > 128 ? 2 : 1;
+    static constexpr int HROWS = WBN / WCOPIES;        /* weight rows per copy */
     static constexpr int ACT_BYTES = BNA * 128;
-    static constexpr int W_BYTES = 4 * FK_WG_BN * 16;
+    static constexpr int W_BYTES = 4 * WBN * 16;
     static constexpr int STAGE_BYTES = ACT_BYTES + W_BYTES; /* a multiple of 1024 */
+    static constexpr int EPI_BYTES = NWG * 64 * FK_WS_LDE * 2;
     /* stages, then 2·STAGES mbarriers, the epilogue's buffer, plus 1 KB to align the swizzled
      * tiles */
     static constexpr int EPI_OFFSET = STAGES * STAGE_BYTES + 16 * STAGES;
-    static constexpr size_t SMEM = (size_t)EPI_OFFSET + FK_WS_EPI_BYTES + 1024;
+    static constexpr size_t SMEM = (size_t)EPI_OFFSET + EPI_BYTES + 1024;
+    static_assert(NWG == 2 || NWG == 3, "two or three consumer warpgroups");
 };
 
-/* Epilogue of the warp-specialised kernels: a 128 × BNA tile of Yᵀ, thread t of consumer warp
+/* Epilogue of the warp-specialised kernels: a 64·NWG × BNA tile of Yᵀ, thread t of consumer warp
  * w holding weight rows 16w + t/4 (+8) of it (fk_wg_d_*). Each warpgroup rounds its 64 weight
  * rows × 64 rows of A at a time into a padded shared buffer (rows of A, 72 halves: the 2-byte
  * writes of a warp land on distinct banks) and stores it as 16-byte pieces of rows of Y: stored
@@ -358,10 +374,11 @@ struct FkWsTile {
  * (fk_finish_col, fk_round); a Y not 16-byte aligned takes the per-element stores. */
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* Barrier of consumer warpgroup wg (ids 2, 3; 0 is the block's, 1 both consumer warpgroups'). */
+/* Barrier of consumer warpgroup wg (ids 2–4; 0 is the block's, 1 the consumer warpgroups'). */
 __device__ __forceinline__ void fk_wg_sync(int wg) {
     /* immediate ids: a register id makes ptxas reserve all 16 barriers */
-    if (wg) asm volatile("bar.sync 3, 128;\n" ::: "memory");
+    if (wg == 2) asm volatile("bar.sync 4, 128;\n" ::: "memory");
+    else if (wg) asm volatile("bar.sync 3, 128;\n" ::: "memory");
     else asm volatile("bar.sync 2, 128;\n" ::: "memory");
 }
 
@@ -513,8 +530,9 @@ __device__ __forceinline__ void fk_flag_wait(const unsigned *f) {
 __device__ __forceinline__ void fk_flag_set(unsigned *f) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(1u) : "memory");
 }
-/* The two consumer warpgroups only (the producer warp does not take part). */
-__device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(FK_WG_THREADS) : "memory"); }
+/* The consumer warpgroups only (the producer does not take part). */
+template <int NWG>
+__device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(128 * NWG) : "memory"); }
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -522,11 +540,11 @@ __device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, 
  * and a run of its chunks; without SPLIT whole tiles b, b + grid, …); the producer warp moves
  * every chunk of them, the consumers compute each segment and, with SPLIT, publish or add the
  * partial sums of split tiles before the tile's epilogue. */
-template <int BNA, int STAGES, bool BLOCK, bool SPLIT>
+template <int BNA, int STAGES, int NWG, bool BLOCK, bool SPLIT>
 __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUtensorMap *tm_w, const FkParams &p,
                                            const FkSkWork &w) {
-    typedef FkWsTile<BNA, STAGES> Tile;
-    constexpr int NACC = BNA / 2;
+    typedef FkWsTile<BNA, STAGES, NWG> Tile;
+    constexpr int NACC = BNA / 2, WBN = Tile::WBN, HROWS = Tile::HROWS;
     extern __shared__ uint4 fk_smem_ws[];
     const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_ws);
     const uint32_t s_base = (s_raw + 1023u) & ~1023u;
@@ -535,13 +553,13 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     const uint32_t bar_full = s_base + STAGES * Tile::STAGE_BYTES, bar_empty = bar_full + 8 * STAGES;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int ntn = (p.N + FK_WG_BN - 1) / FK_WG_BN, ntm = (p.M + BNA - 1) / BNA;
+    const int ntn = (p.N + WBN - 1) / WBN, ntm = (p.M + BNA - 1) / BNA;
     const int nchunks = w.nchunks;
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
             fk_mbar_init(bar_full + 8 * s, 1);  /* the producer's arrival (+ the copies' bytes) */
-            fk_mbar_init(bar_empty + 8 * s, 8); /* one arrival per consumer warp */
+            fk_mbar_init(bar_empty + 8 * s, 4 * NWG); /* one arrival per consumer warp */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -550,9 +568,10 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     int tile, c0, c1, tm, tn;
     FkSkIter it;
     it.init(w, blockIdx.x);
-    if (warp == FK_WG_THREADS / 32) {
+    if (warp >= 4 * NWG) {
+        if constexpr (NWG == 3) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(FK_WS3_PRODUCER_REGS));
         /* producer: one lane issues every copy */
-        if (lane == 0) {
+        if (warp == 4 * NWG && lane == 0) {
             int s = 0;
             uint32_t ph = 0;
             while (it.next(w, tile, c0, c1)) {
@@ -562,7 +581,10 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                     fk_mbar_expect_tx(bar_full + 8 * s, Tile::STAGE_BYTES);
                     const uint32_t dst = s_base + s * Tile::STAGE_BYTES;
                     fk_tma_2d(dst, tm_act, c * 64, tm * BNA, bar_full + 8 * s);
-                    fk_tma_2d(dst + Tile::ACT_BYTES, tm_w, tn * FK_WG_BN * 2, c * 4, bar_full + 8 * s);
+#pragma unroll
+                    for (int h = 0; h < Tile::WCOPIES; h++)
+                        fk_tma_2d(dst + Tile::ACT_BYTES + h * 4 * HROWS * 16, tm_w, (tn * WBN + h * HROWS) * 2, c * 4,
+                                  bar_full + 8 * s);
                     if (++s == STAGES) {
                         s = 0;
                         ph ^= 1;
@@ -574,8 +596,11 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     }
 
     /* consumers */
+    if constexpr (NWG == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(FK_WS3_CONSUMER_REGS));
     const int t = lane & 3;
-    const int nrow = 16 * warp + (lane >> 2); /* weight row (of 128) of a0/a2; a1/a3: +8 */
+    const int nrow = 16 * warp + (lane >> 2); /* weight row (of WBN) of a0/a2; a1/a3: +8 */
+    /* its records in a stage's weight copy (rows nrow and nrow + 8 lie in the same one) */
+    const int wrec = (nrow / HROWS) * 4 * HROWS * 16 + (nrow % HROWS) * 16;
     const uint32_t sel = fk_wg_a_sel(t);
     float acc[NACC];
     float accg[BLOCK ? NACC : 1];
@@ -592,7 +617,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     };
     while (it.next(w, tile, c0, c1)) {
         fk_ws_tile(tile, ntm, ntn, tm, tn);
-        const int n0 = tn * FK_WG_BN, m0 = tm * BNA;
+        const int n0 = tn * WBN, m0 = tm * BNA;
 #pragma unroll
         for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
         auto step = [&](int c, uint32_t(&a)[4][4]) {
@@ -601,7 +626,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             const uint32_t act = s_base + s * Tile::STAGE_BYTES;
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                const unsigned char *rec = wst + k * FK_WG_BN * 16 + nrow * 16;
+                const unsigned char *rec = wst + k * HROWS * 16 + wrec;
 #pragma unroll
                 for (int r = 0; r < 4; r++) {
                     uint32_t wd = *(const uint32_t *)(rec + fk_wg_a_row8(r) * 8 * 16 + 4 * fk_wg_a_word(t, r));
@@ -649,12 +674,12 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         if constexpr (SPLIT) {
             if (c0 > 0) {
                 /* the tile's first chunks are another block's: publish these partial sums */
-                float4 *slot = (float4 *)p.part + (size_t)blockIdx.x * (NACC / 4) * FK_WG_THREADS + tid;
+                float4 *slot = (float4 *)p.part + (size_t)blockIdx.x * (NACC / 4) * Tile::CONSUMERS + tid;
 #pragma unroll
                 for (int q = 0; q < NACC / 4; q++)
-                    slot[q * FK_WG_THREADS] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+                    slot[q * Tile::CONSUMERS] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
                 __threadfence();
-                fk_consumers_sync();
+                fk_consumers_sync<NWG>();
                 if (tid == 0) fk_flag_set(p.count + blockIdx.x);
                 continue;
             }
@@ -664,17 +689,17 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                 for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) {
                     if (w.start(j + 1) == w.start(j)) continue; /* no chunks: no partial sums */
                     fk_flag_wait(p.count + j);
-                    const float4 *src = (const float4 *)p.part + (size_t)j * (NACC / 4) * FK_WG_THREADS + tid;
+                    const float4 *src = (const float4 *)p.part + (size_t)j * (NACC / 4) * Tile::CONSUMERS + tid;
 #pragma unroll
                     for (int q = 0; q < NACC / 4; q++) {
-                        const float4 v = __ldcg(src + q * FK_WG_THREADS);
+                        const float4 v = __ldcg(src + q * Tile::CONSUMERS);
                         acc[4 * q] += v.x;
                         acc[4 * q + 1] += v.y;
                         acc[4 * q + 2] += v.z;
                         acc[4 * q + 3] += v.w;
                     }
                 }
-                fk_consumers_sync(); /* every thread has seen the flags: set them back to zero */
+                fk_consumers_sync<NWG>(); /* every thread has seen the flags: set them back to zero */
                 if (tid == 0)
                     for (int j = blockIdx.x + 1; j < w.grid && w.start(j) < tend; j++) p.count[j] = 0;
             }
@@ -690,7 +715,7 @@ __global__ void __maxnreg__(FK_WS_MAXNREG)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const int ntiles = ((p.N + FK_WG_BN - 1) / FK_WG_BN) * ((p.M + BNA - 1) / BNA);
     const FkSkWork w = {ntiles, (p.K + 63) / 64, ntiles, (int)gridDim.x}; /* whole tiles only */
-    fk_ws_body<BNA, STAGES, BLOCK, false>(&tm_act, &tm_w, p, w);
+    fk_ws_body<BNA, STAGES, 2, BLOCK, false>(&tm_act, &tm_w, p, w);
 #else
     (void)tm_act;
     (void)tm_w;
@@ -703,12 +728,30 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
     fk_gemm_wgsk(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p,
                  FkSkWork w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    fk_ws_body<BNA, STAGES, false, true>(&tm_act, &tm_w, p, w);
+    fk_ws_body<BNA, STAGES, 2, false, true>(&tm_act, &tm_w, p, w);
 #else
     (void)tm_act;
     (void)tm_w;
     (void)p;
     (void)w;
+#endif
+}
+
+/* Three consumer warpgroups: 192 × BNA tiles, whole ones (no block scales: their second
+ * accumulator set does not fit 160 registers). The launch bound of one block per
+ * multiprocessor tells ptxas the registers at entry (128), without which it ignores setmaxnreg. */
+template <int BNA, int STAGES>
+__global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 3>::THREADS, 1)
+    fk_gemm_wgws3(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int WBN = FkWsTile<BNA, STAGES, 3>::WBN;
+    const int ntiles = ((p.N + WBN - 1) / WBN) * ((p.M + BNA - 1) / BNA);
+    const FkSkWork w = {ntiles, (p.K + 63) / 64, ntiles, (int)gridDim.x};
+    fk_ws_body<BNA, STAGES, 3, false, false>(&tm_act, &tm_w, p, w);
+#else
+    (void)tm_act;
+    (void)tm_w;
+    (void)p;
 #endif
 }
 
