@@ -193,7 +193,12 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkPara
     if constexpr (BLOCK) fk_zero<Mma, MI, NJ>(accg);
 
     /* Back to back (Hopper): the first FK_SKINNY_WARM super-steps of this warp's weight go to
-     * L2 while the kernel before this one finishes; only then A, Y and the workspace. */
+     * L2 while the kernel before this one finishes; only then A, Y and the workspace. The next
+     * kernel may be launched as soon as every block is past that point: its blocks then take the
+     * places of this kernel's as they finish, and warm L2 in this one's tail. (Released after
+     * the main loop instead, the next kernel waited for the slowest block's loop: up to 4 %
+     * slower on the H100, never faster. Leaving it room beside this one, a grid of one block per
+     * multiprocessor fewer, was 5–40 % slower.) */
     {
         constexpr int LINES = BN * 16 / 128; /* 128-byte lines per K/16 row of the tile */
         const int kb0 = ss_lo * Mma::KSS / 16;
@@ -204,6 +209,7 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkPara
             if ((i % LINES) * 128 < bytes) fk_prefetch_l2(p.Q + ((size_t)(kb0 + i / LINES) * p.N + n0) * 16 + (i % LINES) * 128);
     }
     fk_grid_wait();
+    fk_grid_release();
 
     FkSkinnyFrags<Mma, MI, NJ> cur, nxt;
     if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ>(cur, p, ss_lo * Mma::KSS, n0, lane);
@@ -226,7 +232,6 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkPara
         cur = nxt;
     }
 
-    fk_grid_release(); /* the next kernel's blocks may start warming L2 as these finish */
 
     /* Sum the four warps' partial tiles. */
 #pragma unroll
@@ -545,10 +550,10 @@ static FkSkWork fk_sk_plan(const FkParams &p) {
 /* Warp-specialised kernel with the last waves split between blocks. */
 template <int BNA, int STAGES>
 static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    typedef FkWsTile<BNA, STAGES, 2> Tile;
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
     const FkSkWork w = fk_sk_plan<BNA>(p);
     if (!w.ntiles) return hipErrorInvalidValue;
-    typedef FkWsTile<BNA, STAGES, 2> Tile;
     const size_t need = w.dp < w.ntiles ? FK_COUNTER_BYTES + (size_t)w.grid * Tile::WBN * BNA * sizeof(float) : 0;
     if (ws_need) {
         *ws_need = need;
@@ -676,11 +681,18 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * M = 128, 4 % slower) */
         if (kind != FK_SCALE_BLOCK) {
             if (m < 256) return FK_VARIANT_WS64;
+            /* Three consumer warpgroups (192×128 tiles) where their waves take less time: a wave
+             * of them does 1.5× the work of a wave of 128×128 tiles and measured about 1.1× as
+             * fast per tile (H100, full waves: 1.06–1.12× at M = 4096); 1.4× ws128 where 128 of
+             * them make one wave (N = 3072, M = 1024) against 192 of 128×128 */
+            const long long sms = fk_sm_count(), tiles = ((n + 127) / 128) * ((m + 127) / 128);
+            const long long waves192 = (((n + 191) / 192) * ((m + 127) / 128) + sms - 1) / sms;
+            if (waves192 * 15 < (tiles + sms - 1) / sms * 11) return FK_VARIANT_WS192;
             /* Stream-K where the 128×128 tiles make few waves and the last one is less than
              * half full: H100, 192 tiles on 132 SMs (N = 3072, M = 1024) 1.17× ws128 with
              * K = 3072 and 1.21× with K = 12288; elsewhere between 1.5 % faster and 4 % slower,
              * 1–3 % slower at 12288×3072 M = 4096 (23 waves, the last 27 % full) */
-            const long long sms = fk_sm_count(), tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % sms;
+            const long long tail = tiles % sms;
             if (tiles < 4 * sms && tail && tail < sms / 2) return FK_VARIANT_SK128;
             return FK_VARIANT_WS128;
         }

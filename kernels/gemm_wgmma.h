@@ -317,7 +317,7 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
 /* ---- Warp-specialised, persistent version (sm_90a) ----
  * One producer warp moves each stage with two bulk tensor copies (TMA: the activation tile
  * swizzled exactly as the descriptor expects, the weight records as they lie; zeros past M, N,
- * K) completing on a "full" mbarrier; two consumer warpgroups wait on it, build the register
+ * K) completing on a "full" mbarrier; two or three consumer warpgroups wait on it, build the register
  * operand of chunk c+1 while chunk c's instructions run (wgmma.wait_group 1, the register operand
  * alternating between two sets), and give each stage back on an "empty" mbarrier once the
  * instructions that read it are complete. No block-wide barrier in the main loop. The grid is
@@ -325,8 +325,12 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
  * the blocks running together share their activation and weight panels in L2); the producer
  * runs ahead into the next tile while the consumers store the last one, and the epilogue reads
  * each thread's two columns' scale and bias once (per element, it had cost 10 % at M = 4096).
- * Measured on an H100 and dropped: tiles of 256 rows of A (m64n256, 1.3–1.5× slower) and a third
- * register-operand set keeping two chunks queued (3–8 % slower). */
+ * Three consumer warpgroups (192 weight rows) measured 1.06–1.12× two at full waves on an H100:
+ * more warps to cover each other's operand builds and waits, and 1.5× the work per activation
+ * tile moved. Measured and dropped: tiles of 256 rows of A (m64n256, 1.3–1.5× slower), a third
+ * register-operand set keeping two chunks queued (3–8 % slower), and stream-K over the
+ * three-warpgroup tiles (as fast as or slower than whole tiles at every benchmarked shape; its
+ * 160 registers also spilled a little). */
 #define FK_WS_GROUP_M 8
 /* Registers per thread: 9 warps of 224 fill the register file (65536); a launch bound of 288
  * threads would make ptxas assume 384 (168 each), too few with block scales (two accumulator

@@ -422,3 +422,87 @@ TEST(gemm_gpu_back_to_back_chain) {
     free(packed);
 #endif
 }
+
+/* Every kernel variant, not only those the library picks, through the kernels' entry point on
+ * ragged shapes (partial tiles in M and N, K not a whole number of 64-k chunks) with channel
+ * scales and bias, and block scales where K allows: against the fp64 reference. A variant
+ * answers "invalid value" only where it cannot apply (the skinny kernels above their M, the
+ * Hopper kernels elsewhere than compute capability 9.0); anywhere else that is a failure. */
+TEST(gemm_gpu_every_variant) {
+#ifndef FEATHER_GPU
+    test_skip("*** GPU variant tests NOT RUN: built without a GPU backend ***");
+#else
+    char desc[256];
+    if (!gpu_or_skip("GPU variant tests")) return;
+    (void)feather_gpu_available(desc, sizeof desc);
+    const int hopper = strstr(desc, ", sm_90,") != NULL;
+    seed_once();
+    feather_ctx *ctx = feather_ctx_new(0);
+    REQUIRE(ctx);
+    static const uint64_t shapes[][3] = {{1, 1000, 512}, {16, 1000, 1008}, {300, 1000, 576}, {1000, 520, 1024}};
+    static const mode_case modes[] = {{FEATHER_SCALE_CHANNEL, 0}, {FEATHER_SCALE_BLOCK, 64}};
+    int ran = 0, failed = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t c = 0; c < sizeof modes / sizeof modes[0]; c++) {
+            const uint64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+            const int block = modes[c].mode == FEATHER_SCALE_BLOCK, g = (int)modes[c].group;
+            if (block && k % 64) continue;
+            problem p;
+            problem_make(ctx, &p, m, n, k, modes[c].mode, modes[c].group, 1, (int)(si % 2));
+            const size_t ss = (block ? n * (k / 64) : n) * sizeof(float);
+            void *da = NULL, *dq = NULL, *ds = NULL, *db = NULL, *dy = NULL;
+            int rc = fk_malloc(&da, m * k * 2) || fk_malloc(&dq, n * k) || fk_malloc(&ds, ss) || fk_malloc(&db, n * 2) ||
+                     fk_malloc(&dy, m * n * 2) || fk_to_device(da, p.a, m * k * 2) || fk_to_device(dq, p.packed, n * k) ||
+                     fk_to_device(ds, p.scales, ss) || fk_to_device(db, p.bias, n * 2);
+            CHECK(rc == 0);
+            for (int v = 1; v < FK_VARIANT_COUNT && !rc; v++) {
+                const int kind = block ? FK_SCALE_BLOCK : FK_SCALE_CHANNEL;
+                const int applies = v == FK_VARIANT_SKINNY16 ? m <= 16
+                                    : v == FK_VARIANT_SKINNY32 ? m <= 32
+                                    : v <= FK_VARIANT_TILE256 ? 1
+                                    : hopper;
+                const size_t wsb = fk_gemm_workspace((int64_t)m, (int64_t)n, (int64_t)k, kind, g, v) + 16;
+                void *dws = NULL;
+                int r = fk_malloc(&dws, wsb) || fk_memset(dws, 0, wsb) || fk_memset(dy, 0xff, m * n * 2);
+                CHECK(r == 0);
+                if (!r) r = fk_gemm((int64_t)m, (int64_t)n, (int64_t)k, da, dq, ds, kind, g, db, p.args.out_bf16, dy, dws,
+                                    wsb, v, NULL);
+                if (!r) r = fk_synchronize();
+                fk_free(dws);
+                char mb[32];
+                if (!applies) {
+                    if (!r) {
+                        test_fail(__FILE__, __LINE__, "variant %d ran at M=%llu on %s, where it cannot apply", v,
+                                  (unsigned long long)m, desc);
+                        failed++;
+                    }
+                    continue;
+                }
+                if (r || fk_to_host(p.y, dy, m * n * 2)) {
+                    test_fail(__FILE__, __LINE__, "variant %d M=%llu N=%llu K=%llu %s: %s", v, (unsigned long long)m,
+                              (unsigned long long)n, (unsigned long long)k, mode_str(p.args.mode, p.args.group, mb),
+                              fk_error_string(r));
+                    failed++;
+                    continue;
+                }
+                ran++;
+                const double e = rel_error(&p), tol = tolerance(p.args.out_bf16);
+                if (!(e <= tol)) {
+                    test_fail(__FILE__, __LINE__, "variant %d M=%llu N=%llu K=%llu %s %s +bias: relative error %.3g > %.1g", v,
+                              (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
+                              mode_str(p.args.mode, p.args.group, mb), p.args.out_bf16 ? "bf16" : "fp16", e, tol);
+                    failed++;
+                }
+            }
+            fk_free(da);
+            fk_free(dq);
+            fk_free(ds);
+            fk_free(db);
+            fk_free(dy);
+            problem_free(&p);
+        }
+    printf("    %d variant runs on %s, %d failed\n", ran, desc, failed);
+    feather_gpu_release();
+    feather_ctx_free(ctx);
+#endif
+}
