@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Side-by-side timings of the M <= 16 kernels from several builds of the kernel library, in one
+process: every build is first run through the dependent-chain check, then each shape is timed
+back to back (a CUDA graph of 20 calls over rotating weight copies, as in gemm_bench.py) and as
+single calls, cycling over the builds three times so that drift hits all of them alike.
+
+    python3 bench/gemm_ab.py NAME=path/libfeather_kernels.so NAME=... [--variants 1,2]
+"""
+import argparse
+import sys
+
+import torch
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import gemm_bench as gb  # noqa: E402
+
+SHAPES = ((3072, 3072), (12288, 3072), (3072, 12288), (8192, 8192))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("libs", nargs="+", help="NAME=path of a libfeather_kernels.so")
+    ap.add_argument("--variants", default="1,2")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    libs = [(a.split("=", 1)[0], gb.load(a.split("=", 1)[1])) for a in args.libs]
+    variants = [int(v) for v in args.variants.split(",")]
+    dev = torch.device("cuda")
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    ws = torch.zeros(64 << 20, dtype=torch.uint8, device=dev)
+    bad = False
+    for name, lib in libs:
+        failed = gb.dependent_chain_check(lib, dev, ws, [0] + variants)
+        print(f"# dependent chains, {name}: {'FAILED ' + str(failed) if failed else 'ok'}", flush=True)
+        bad = bad or bool(failed)
+    res = {}
+    for (n, k) in SHAPES:
+        for m in (1, 16):
+            p = gb.Problem(m, n, k, "tensor", 0, dev)
+            ncopy = max(2, min(20, -(-(200 << 20) // (n * k))))
+            copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
+            for _ in range(args.rounds):
+                for name, lib in libs:
+                    for v in variants:
+                        run = lambda c=None, st=None: gb.run_ours(lib, p, v, ws, c, st)  # noqa: E731
+                        chain = gb.time_chain(lambda c, st: run(c, st), copies, 20, flush)
+                        single = gb.timeit(run, 20, flush)
+                        res.setdefault((n, k, m, v, name), []).append((chain, single))
+            del copies, p
+            torch.cuda.empty_cache()
+    print("back to back us per call, lowest of the rounds [each round] (single call, lowest)")
+    print("shape M variant | " + " | ".join(name for name, _ in libs))
+    for (n, k) in SHAPES:
+        for m in (1, 16):
+            for v in variants:
+                cells = []
+                for name, _ in libs:
+                    r = res[(n, k, m, v, name)]
+                    rounds = " ".join(f"{c:.1f}" for c, _ in r)
+                    cells.append(f"{min(c for c, _ in r):6.2f} [{rounds}] ({min(s for _, s in r):5.1f})")
+                print(f"{n}x{k} M={m} {gb.VARIANTS[v]} | " + " | ".join(cells), flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
