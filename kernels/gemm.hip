@@ -232,7 +232,6 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkPara
         cur = nxt;
     }
 
-
     /* Sum the four warps' partial tiles. */
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
