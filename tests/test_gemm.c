@@ -4,6 +4,7 @@
 #include "test.h"
 #include "feather/feather.h"
 #include "internal.h"
+#include "testutil.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -303,20 +304,8 @@ TEST(gemm_device_names_and_selection) {
 }
 
 /* ---- GPU ---- */
-/* 1 when a GPU is usable (named on the output), else a loud skip of `what` and 0. */
-static int gpu_or_skip(const char *what) {
-    char desc[256], msg[400];
-    if (feather_gpu_available(desc, sizeof desc)) {
-        printf("    GPU: %s\n", desc);
-        return 1;
-    }
-    snprintf(msg, sizeof msg, "*** %s NOT RUN: %s ***", what, desc);
-    test_skip(msg);
-    return 0;
-}
-
 TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
-    if (!gpu_or_skip("GPU matrix-product tests")) return;
+    if (!tu_gpu_or_skip("GPU matrix-product tests")) return;
     seed_once();
     feather_ctx *ctx = feather_ctx_new(0);
     REQUIRE(ctx);
@@ -368,7 +357,7 @@ TEST(gemm_gpu_back_to_back_chain) {
 #ifndef FEATHER_GPU
     test_skip("*** GPU back-to-back chain NOT RUN: built without a GPU backend ***");
 #else
-    if (!gpu_or_skip("GPU back-to-back chain")) return;
+    if (!tu_gpu_or_skip("GPU back-to-back chain")) return;
     seed_once();
     enum { LAYERS = 6 };
     const uint64_t n = 2048, ms[] = {1, 16};
@@ -433,7 +422,7 @@ TEST(gemm_gpu_every_variant) {
     test_skip("*** GPU variant tests NOT RUN: built without a GPU backend ***");
 #else
     char desc[256];
-    if (!gpu_or_skip("GPU variant tests")) return;
+    if (!tu_gpu_or_skip("GPU variant tests")) return;
     (void)feather_gpu_available(desc, sizeof desc);
     const int hopper = strstr(desc, ", sm_90,") != NULL;
     seed_once();

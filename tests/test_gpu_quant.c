@@ -540,17 +540,6 @@ TEST(gpu_quant_model_matches_cpu_bit_for_bit) {
 
 /* ---------------------------------------------------------------- on the GPU ---- */
 
-static int gpu_or_skip(const char *what) {
-    char desc[256], msg[400];
-    if (feather_gpu_available(desc, sizeof desc)) {
-        printf("    GPU: %s\n", desc);
-        return 1;
-    }
-    snprintf(msg, sizeof msg, "*** GPU %s NOT RUN: %s ***", what, desc);
-    test_skip(msg);
-    return 0;
-}
-
 TEST(gpu_quant_refuses_gpu_without_one_and_auto_falls_back) {
     char desc[256];
     if (feather_gpu_available(desc, sizeof desc)) {
@@ -579,7 +568,7 @@ TEST(gpu_quant_refuses_gpu_without_one_and_auto_falls_back) {
 }
 
 TEST(gpu_quant_matches_cpu_every_mode_format_dtype_layout) {
-    if (!gpu_or_skip("quantisation tests")) return;
+    if (!tu_gpu_or_skip("GPU quantisation tests")) return;
     feather_ctx *ctx = feather_ctx_new(0);
     REQUIRE(ctx);
     const shape shapes[] = {{1, 16}, {3, 48}, {5, 40}, {17, 256}, {2, 640}, {33, 1024}, {1, 4096}};
@@ -682,7 +671,7 @@ TEST(gpu_quant_convert_device_gpu_without_gpu_fails_cleanly) {
 }
 
 TEST(gpu_quant_convert_cpu_and_gpu_files_identical) {
-    if (!gpu_or_skip("converter tests")) return;
+    if (!tu_gpu_or_skip("GPU converter tests")) return;
     /* (the comfy layout takes one scale per tensor) */
     static const char *const runs[][2] = {
         {"bf16", "--scale channel"},

@@ -115,3 +115,14 @@ int tu_vector_upper_in_use(void) {
     return -1;
 #endif
 }
+
+int tu_gpu_or_skip(const char *what) {
+    char desc[256], msg[400];
+    if (feather_gpu_available(desc, sizeof desc)) {
+        printf("    GPU: %s\n", desc);
+        return 1;
+    }
+    snprintf(msg, sizeof msg, "*** %s NOT RUN: %s ***", what, desc);
+    test_skip(msg);
+    return 0;
+}

@@ -29,4 +29,7 @@ int tu_files_equal(const char *a, const char *b);
  * they are not, -1 when it cannot be told (no XGETBV with ECX = 1, or an ASan build). */
 int tu_vector_upper_in_use(void);
 
+/* 1 when a GPU is usable (named on the output), else a loud skip of `what` and 0. */
+int tu_gpu_or_skip(const char *what);
+
 #endif
