@@ -427,7 +427,7 @@ __device__ __forceinline__ void fk_ws_epilogue(const FkParams &p, const float *a
 }
 #endif
 
-/* Tile t of the grouped order: tm (rows of A, BNA each), tn (weight rows, 128 each). */
+/* Tile t of the grouped order: tm (rows of A, BNA each), tn (weight rows, 64·NWG each). */
 __host__ __device__ __forceinline__ void fk_ws_tile(int t, int ntm, int ntn, int &tm, int &tn) {
     const int per_group = FK_WS_GROUP_M * ntn, g = t / per_group, first = g * FK_WS_GROUP_M;
     const int gsize = ntm - first < FK_WS_GROUP_M ? ntm - first : FK_WS_GROUP_M;
@@ -540,7 +540,7 @@ __device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, 
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* The body of both warp-specialised kernels: the blocks walk their work w as segments (a tile
+/* The body of the warp-specialised kernels: the blocks walk their work w as segments (a tile
  * and a run of its chunks; without SPLIT whole tiles b, b + grid, …); the producer warp moves
  * every chunk of them, the consumers compute each segment and, with SPLIT, publish or add the
  * partial sums of split tiles before the tile's epilogue. */
@@ -711,15 +711,22 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         fk_ws_epilogue<BNA>(p, acc, m0, n0, warp, lane, epi);
     }
 }
+
+/* Whole tiles only: block b computes tiles b, b + grid, … */
+template <int BNA, int STAGES, int NWG, bool BLOCK>
+__device__ __forceinline__ void fk_ws_whole(const CUtensorMap *tm_act, const CUtensorMap *tm_w, const FkParams &p) {
+    constexpr int WBN = FkWsTile<BNA, STAGES, NWG>::WBN;
+    const int ntiles = ((p.N + WBN - 1) / WBN) * ((p.M + BNA - 1) / BNA);
+    const FkSkWork w = {ntiles, (p.K + 63) / 64, ntiles, (int)gridDim.x};
+    fk_ws_body<BNA, STAGES, NWG, BLOCK, false>(tm_act, tm_w, p, w);
+}
 #endif
 
 template <int BNA, int STAGES, bool BLOCK>
 __global__ void __maxnreg__(FK_WS_MAXNREG)
     fk_gemm_wgws(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    const int ntiles = ((p.N + FK_WG_BN - 1) / FK_WG_BN) * ((p.M + BNA - 1) / BNA);
-    const FkSkWork w = {ntiles, (p.K + 63) / 64, ntiles, (int)gridDim.x}; /* whole tiles only */
-    fk_ws_body<BNA, STAGES, 2, BLOCK, false>(&tm_act, &tm_w, p, w);
+    fk_ws_whole<BNA, STAGES, 2, BLOCK>(&tm_act, &tm_w, p);
 #else
     (void)tm_act;
     (void)tm_w;
@@ -748,10 +755,7 @@ template <int BNA, int STAGES>
 __global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 3>::THREADS, 1)
     fk_gemm_wgws3(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int WBN = FkWsTile<BNA, STAGES, 3>::WBN;
-    const int ntiles = ((p.N + WBN - 1) / WBN) * ((p.M + BNA - 1) / BNA);
-    const FkSkWork w = {ntiles, (p.K + 63) / 64, ntiles, (int)gridDim.x};
-    fk_ws_body<BNA, STAGES, 3, false, false>(&tm_act, &tm_w, p, w);
+    fk_ws_whole<BNA, STAGES, 3, false>(&tm_act, &tm_w, p);
 #else
     (void)tm_act;
     (void)tm_w;
