@@ -19,7 +19,7 @@ enum { FK_SCALE_NONE = 0, FK_SCALE_TENSOR = 1, FK_SCALE_CHANNEL = 2, FK_SCALE_BL
 /* Kernel variants (FK_VARIANT_AUTO picks by shape; the others exist for benchmarks). */
 enum {
     FK_VARIANT_AUTO = 0,
-    FK_VARIANT_SKINNY16 = 1,  /* M ≤ 16: weights streamed straight to registers, split K */
+    FK_VARIANT_SKINNY16 = 1,  /* M ≤ 16: weights streamed straight to registers, K split between warps */
     FK_VARIANT_SKINNY32 = 2,  /* M ≤ 32 */
     FK_VARIANT_TILE64 = 3,    /* 64×128 tiles through shared memory */
     FK_VARIANT_TILE128 = 4,   /* 128×128 tiles */
@@ -31,6 +31,7 @@ enum {
     FK_VARIANT_WS64 = 10,     /* the same with 64 rows of A */
     FK_VARIANT_WS192 = 11,    /* ws128 with three consumer warpgroups: 192 weight rows × 128 (not with block scales) */
     FK_VARIANT_SK128 = 12,    /* ws128 with the last waves' tiles split between blocks (stream-K) */
+    FK_VARIANT_SKINNY24 = 13, /* M ≤ 32 in narrow tiles (24 columns on NVIDIA), one block per multiprocessor */
     FK_VARIANT_COUNT
 };
 

@@ -3,12 +3,15 @@
  *
  * Two kernels, both written once over a vendor fragment layer (Mma = MmaNv<P> or MmaAmd):
  *   skinny  M ≤ 16·MI rows. Weight-bandwidth bound: each lane loads its B fragment straight
- *           from global memory into registers (no shared memory), next super-step's loads in
- *           flight while the current one computes; the four warps of a block and the blocks
- *           of a column tile split K, and the last block of a tile to finish adds the partial
- *           sums in a fixed order (deterministic) and writes the output. On Hopper, launches
- *           back to back overlap: each block warms L2 with its first weight bytes while the
- *           previous kernel finishes (programmatic dependent launch, vendor.h).
+ *           from global memory into registers (the weight never passes through shared
+ *           memory), next super-step's loads in flight while the current one computes; the W
+ *           warps of a block split K and add their sums through shared memory. Where a wave
+ *           of one block per column tile would leave the GPU idle, several blocks split a
+ *           tile's K too, and the last block of a tile to finish adds their partial sums in a
+ *           fixed order (deterministic) and writes the output; where the tiles make one wave
+ *           of one block per multiprocessor, blocks of 12–15 warps avoid that serial tail. On
+ *           Hopper, launches back to back overlap: each block warms L2 with its first weight
+ *           bytes while the previous kernel finishes (programmatic dependent launch, vendor.h).
  *   tiled   BM×BN output tiles, K in chunks of 64 through a multi-stage shared-memory pipeline
  *           (cp.async on sm_80+); each warp owns a (16·MI)×(TN·NJ) sub-tile.
  * Block scales: the fragments of one super-step always lie in one K-group; its sums go to a
@@ -23,8 +26,6 @@
 #include "mma_amd.h"
 #endif
 
-#define FK_SKINNY_WARPS 4
-#define FK_SKINNY_THREADS (FK_SKINNY_WARPS * 32)
 #define FK_SKINNY_WARM 2 /* super-steps per warp prefetched before the previous kernel ends */
 
 /* acc += accg · s (per column, the group holding k); accg = 0. */
@@ -152,11 +153,14 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
                 if (row < p.M && col < p.N) *fk_part(p, blockIdx.z, row, col) = acc[mi][nj][i];
             }
     if (!fk_split_last(p, blockIdx.y * gridDim.x + blockIdx.x)) return;
-    fk_split_finish<NTHREADS>(p, BM * BN, [&](int i, int &r, int &c) {
-        r = m0 + i / BN;
-        c = n0 + i % BN;
-        return r < p.M && c < p.N;
-    });
+    fk_split_finish<NTHREADS>(
+        p, BM * BN,
+        [&](int i, int &r, int &c) {
+            r = m0 + i / BN;
+            c = n0 + i % BN;
+            return r < p.M && c < p.N;
+        },
+        [&](int r, int c, float v) { fk_store1(p, r, c, v); });
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -175,16 +179,17 @@ __device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, co
     for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(f.a[mi], p, mi * 16, kbase, lane);
 }
 
-template <class Mma, int MI, int NJ, int MINB, bool BLOCK>
-__global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkParams p) {
+template <class Mma, int MI, int NJ, int W, bool BLOCK>
+__global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
-    __shared__ float red[FK_SKINNY_WARPS][ROWS][LDR];
+    extern __shared__ float fk_red[]; /* [W][ROWS][LDR] */
+    auto red = reinterpret_cast<float (*)[ROWS][LDR]>(fk_red);
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n0 = blockIdx.x * BN, split = blockIdx.y;
     /* Super-steps are dealt out as contiguous runs, one per warp of every block of the tile. */
     const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
-    const int seg = split * FK_SKINNY_WARPS + warp, nseg = p.splits * FK_SKINNY_WARPS;
+    const int seg = split * W + warp, nseg = p.splits * W;
     const int ss_lo = (int)((long long)seg * nss / nseg), ss_hi = (int)((long long)(seg + 1) * nss / nseg);
 
     float acc[MI][NJ][Mma::NACC];
@@ -210,6 +215,11 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkPara
     }
     fk_grid_wait();
     fk_grid_release();
+    /* The one column this thread stores (W·32 is a multiple of BN): its scale and bias arrive
+     * during the main loop instead of after it. */
+    static_assert(W * 32 % BN == 0, "every thread stores a single column");
+    const int mycol = n0 + tid % BN;
+    const FkCol fc = mycol < p.N ? fk_col(p, mycol) : FkCol{1.0f, 0.0f};
 
     FkSkinnyFrags<Mma, MI, NJ> cur, nxt;
     if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ>(cur, p, ss_lo * Mma::KSS, n0, lane);
@@ -242,21 +252,24 @@ __global__ void __launch_bounds__(FK_SKINNY_THREADS, MINB) fk_gemm_skinny(FkPara
                 red[warp][mi * 16 + Mma::acc_row(lane, i)][nj * Mma::TN + Mma::acc_col(lane, i)] = acc[mi][nj][i];
     __syncthreads();
     const int rows = p.M < ROWS ? p.M : ROWS;
-    for (int idx = tid; idx < rows * BN; idx += FK_SKINNY_THREADS) {
+    for (int idx = tid; idx < rows * BN; idx += W * 32) {
         int r = idx / BN, cc = idx % BN, col = n0 + cc;
         if (col >= p.N) continue;
         float v = red[0][r][cc];
 #pragma unroll
-        for (int w = 1; w < FK_SKINNY_WARPS; w++) v += red[w][r][cc];
-        if (p.splits == 1) fk_store1(p, r, col, v);
+        for (int w = 1; w < W; w++) v += red[w][r][cc];
+        if (p.splits == 1) fk_store1_col(p, r, col, fc, v);
         else *fk_part(p, split, r, col) = v;
     }
     if (p.splits == 1 || !fk_split_last(p, blockIdx.x)) return;
-    fk_split_finish<FK_SKINNY_THREADS>(p, rows * BN, [&](int i, int &r, int &c) {
-        r = i / BN;
-        c = n0 + i % BN;
-        return c < p.N;
-    });
+    fk_split_finish<W * 32>(
+        p, rows * BN,
+        [&](int i, int &r, int &c) {
+            r = i / BN;
+            c = n0 + i % BN;
+            return c < p.N;
+        },
+        [&](int r, int c, float v) { fk_store1_col(p, r, c, fc, v); });
 }
 
 /* ---------------------------------- host side ------------------------------------------- */
@@ -329,23 +342,28 @@ static hipError_t fk_launch_dependent(Kern kern, int &has, dim3 grid, dim3 block
     return hipGetLastError();
 }
 
-template <class Mma, int MI, int NJ, int MINB, bool BLOCK>
+template <class Mma, int MI, int NJ, int W, bool BLOCK>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     constexpr int BN = NJ * Mma::TN;
+    constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK>;
     if (p.M > MI * 16) return hipErrorInvalidValue;
     const int ntiles = (p.N + BN - 1) / BN;
     const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
     /* As many blocks as fit on the GPU at once (no second, mostly idle wave), but every warp
-     * gets at least 2 super-steps. */
+     * gets at least 2 super-steps. (No carveout preference: the L1 keeps A's rows for the
+     * warps of a multiprocessor.) */
     static int occ;
+    static hipError_t prepared;
     if (!occ) {
-        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fk_gemm_skinny<Mma, MI, NJ, MINB, BLOCK>,
-                                                         FK_SKINNY_THREADS, 0) != hipSuccess || occ < 1)
-            occ = 1;
+        if (SMEM > 48 * 1024)
+            prepared = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, W * 32, SMEM) != hipSuccess || occ < 1) occ = 1;
     }
+    if (prepared != hipSuccess) return prepared;
     int target = occ * fk_sm_count();
     int splits = target / ntiles;
-    int maxs = nss / (2 * FK_SKINNY_WARPS);
+    int maxs = nss / (2 * W);
     if (splits > maxs) splits = maxs;
     if (splits < 1) splits = 1;
     if (ntiles > FK_MAX_COUNTERS) splits = 1;
@@ -360,7 +378,46 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
     p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
     dim3 grid(ntiles, splits);
     static int dependent = -1;
-    return fk_launch_dependent(fk_gemm_skinny<Mma, MI, NJ, MINB, BLOCK>, dependent, grid, dim3(FK_SKINNY_THREADS), 0, st, p);
+    return fk_launch_dependent(kern, dependent, grid, dim3(W * 32), SMEM, st, p);
+}
+
+/* Fragments per tile of the skinny16 kernel, and columns per tile of it and of skinny24 (the
+ * fragment width does not depend on P). */
+#if FK_NVIDIA
+#define FK_SKINNY16_NJ 8
+#define FK_FRAG_TN (MmaNv<4>::TN)
+#else
+#define FK_SKINNY16_NJ 4
+#define FK_FRAG_TN (MmaAmd::TN)
+#endif
+#define FK_SKINNY16_BN (FK_SKINNY16_NJ * FK_FRAG_TN)
+#define FK_SKINNY24_BN (3 * FK_FRAG_TN)
+
+/* Whether n columns in tiles of bn make one wave of one block per multiprocessor that leaves
+ * at most a tenth of them idle: then blocks of 12–15 warps, each splitting its tile's K between
+ * its own warps, need no split-K sum through L2 (with N = 3072 or 8192 on 132 SMs, 0.5–2 µs
+ * less per call than 4-warp blocks adding their partial sums after the loop). */
+static bool fk_skinny_one_wave(long long n, int bn) {
+    const long long tiles = (n + bn - 1) / bn, sms = fk_sm_count();
+    return tiles <= sms && tiles * 10 >= sms * 9;
+}
+
+/* M ≤ 16, tiles of 16·MI rows × NJ fragments: one 12-warp block per multiprocessor where its
+ * tiles make one wave (fk_skinny_one_wave; not with block scales, whose second accumulator set
+ * would not fit 12 warps' registers), else 4-warp blocks splitting K between them. */
+template <class Mma, int NJ, bool BLOCK>
+static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    if constexpr (!BLOCK)
+        if (fk_skinny_one_wave(p.N, NJ * Mma::TN)) return fk_go_skinny<Mma, 1, NJ, 12, false>(p, st, ws_need, ws, ws_bytes);
+    return fk_go_skinny<Mma, 1, NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+}
+
+/* M ≤ 32 in tiles of 3 fragments (24 columns on NVIDIA): 15-warp blocks, one per
+ * multiprocessor, for N where wider tiles leave a quarter of the GPU idle (N = 3072: 128 tiles);
+ * with block scales 6 warps (the second accumulator set). */
+template <class Mma, bool BLOCK>
+static hipError_t fk_go_skinny24(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    return fk_go_skinny<Mma, 2, 3, BLOCK ? 6 : 15, BLOCK>(p, st, ws_need, ws, ws_bytes);
 }
 
 template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
@@ -587,8 +644,9 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     /* Warp tiles of 64×32 (MI=4, NJ=4) keep 2 blocks of 8 warps per multiprocessor within the
      * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
     switch (variant) {
-    case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 8, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, FK_SKINNY16_NJ, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY24: return fk_go_skinny24<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64:
         if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 4, 2, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_tiled<Mma, 1, 4, 4, 4, 4, 3, BLOCK>(p, st, ws_need, ws, ws_bytes);
@@ -629,8 +687,9 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     }
 #else
     switch (variant) {
-    case FK_VARIANT_SKINNY16: return fk_go_skinny<Mma, 1, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, FK_SKINNY16_NJ, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY24: return fk_go_skinny24<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
     case FK_VARIANT_TILE256:
@@ -667,10 +726,16 @@ static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *
 }
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
-    /* M ≤ 16 (H100 measurements): the M ≤ 32 kernel's narrower column tiles win without block
-     * scales unless the weight is large (more than ~40 M bytes) */
-    if (m <= 16)
+    /* M ≤ 16 (H100 measurements). Tiles that make one wave of one block per multiprocessor
+     * first (no split-K sum; back to back N = 8192 in 64-column tiles 1.06–1.11×, N = 3072 in
+     * 24-column tiles 1.07–1.20× faster than the kernels picked before, with block scales at
+     * 3072×3072 1.3–1.4×); else the M ≤ 32 kernel's narrower column tiles without block scales
+     * unless the weight is large (more than ~40 M bytes). */
+    if (m <= 16) {
+        if (kind != FK_SCALE_BLOCK && fk_skinny_one_wave(n, FK_SKINNY16_BN)) return FK_VARIANT_SKINNY16;
+        if (fk_skinny_one_wave(n, FK_SKINNY24_BN)) return FK_VARIANT_SKINNY24;
         return kind != FK_SCALE_BLOCK && n * k <= (40ll << 20) ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
+    }
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
     if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {

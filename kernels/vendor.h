@@ -210,6 +210,17 @@ __device__ __forceinline__ void fk_prefetch_l2(const void *p) {
 #endif
 }
 
+/* *p += v at device scope with release and acquire semantics; returns the old value. */
+__device__ __forceinline__ unsigned fk_atomic_add_acq_rel(unsigned *p, unsigned v) {
+#if FK_NVIDIA
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+#else
+    return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
 /* A load that bypasses the non-coherent L1, for data other blocks wrote during this launch. */
 __device__ __forceinline__ float fk_ld_coherent(const float *p) {
 #if FK_NVIDIA
