@@ -31,7 +31,6 @@ enum {
     FK_VARIANT_WS64 = 10,     /* the same with 64 rows of A */
     FK_VARIANT_WS192 = 11,    /* ws128 with three consumer warpgroups: 192 weight rows × 128 (not with block scales) */
     FK_VARIANT_SK128 = 12,    /* ws128 with the last waves' tiles split between blocks (stream-K) */
-    FK_VARIANT_SKINNY24 = 13, /* M ≤ 32 in narrow tiles (24 columns on NVIDIA), one block per multiprocessor */
     FK_VARIANT_COUNT
 };
 

@@ -9,7 +9,7 @@
  *           of one block per column tile would leave the GPU idle, several blocks split a
  *           tile's K too, and the last block of a tile to finish adds their partial sums in a
  *           fixed order (deterministic) and writes the output; where the tiles make one wave
- *           of one block per multiprocessor, blocks of 12–15 warps avoid that serial tail. On
+ *           of one block per multiprocessor, blocks of 6–21 warps avoid that serial tail. On
  *           Hopper, launches back to back overlap: each block warms L2 with its first weight
  *           bytes while the previous kernel finishes (programmatic dependent launch, vendor.h).
  *   tiled   BM×BN output tiles, K in chunks of 64 through a multi-stage shared-memory pipeline
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
         cur = nxt;
     }
 
-    /* Sum the four warps' partial tiles. */
+    /* Sum the W warps' partial tiles, in warp order. */
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -381,43 +381,46 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
     return fk_launch_dependent(kern, dependent, grid, dim3(W * 32), SMEM, st, p);
 }
 
-/* Fragments per tile of the skinny16 kernel, and columns per tile of it and of skinny24 (the
- * fragment width does not depend on P). */
-#if FK_NVIDIA
-#define FK_SKINNY16_NJ 8
-#define FK_FRAG_TN (MmaNv<4>::TN)
-#else
-#define FK_SKINNY16_NJ 4
-#define FK_FRAG_TN (MmaAmd::TN)
-#endif
-#define FK_SKINNY16_BN (FK_SKINNY16_NJ * FK_FRAG_TN)
-#define FK_SKINNY24_BN (3 * FK_FRAG_TN)
-
 /* Whether n columns in tiles of bn make one wave of one block per multiprocessor that leaves
- * at most a tenth of them idle: then blocks of 12–15 warps, each splitting its tile's K between
- * its own warps, need no split-K sum through L2 (with N = 3072 or 8192 on 132 SMs, 0.5–2 µs
- * less per call than 4-warp blocks adding their partial sums after the loop). */
+ * at most a tenth of them idle. */
 static bool fk_skinny_one_wave(long long n, int bn) {
     const long long tiles = (n + bn - 1) / bn, sms = fk_sm_count();
     return tiles <= sms && tiles * 10 >= sms * 9;
 }
 
-/* M ≤ 16, tiles of 16·MI rows × NJ fragments: one 12-warp block per multiprocessor where its
- * tiles make one wave (fk_skinny_one_wave; not with block scales, whose second accumulator set
- * would not fit 12 warps' registers), else 4-warp blocks splitting K between them. */
-template <class Mma, int NJ, bool BLOCK>
-static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
-    if constexpr (!BLOCK)
-        if (fk_skinny_one_wave(p.N, NJ * Mma::TN)) return fk_go_skinny<Mma, 1, NJ, 12, false>(p, st, ws_need, ws, ws_bytes);
-    return fk_go_skinny<Mma, 1, NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
-}
-
-/* M ≤ 32 in tiles of 3 fragments (24 columns on NVIDIA): 15-warp blocks, one per
- * multiprocessor, for N where wider tiles leave a quarter of the GPU idle (N = 3072: 128 tiles);
- * with block scales 6 warps (the second accumulator set). */
+/* M ≤ 16. Where the column tiles of 12, 8 or 3 fragments (96, 64 or 24 columns on NVIDIA)
+ * make one wave of one block per multiprocessor, blocks of 6, 12 or 21 warps: each splits its
+ * tile's K between its own warps and adds their sums in shared memory, with no split-K sum
+ * through L2 after the loop (H100 back to back, N = 12288, 8192 and 3072: 1.02–1.25× faster
+ * than the 4-warp blocks picked before). The warp counts fill the register file (a quarter
+ * of it per scheduler: 201, 148 and 80 registers); block scales' second accumulator set takes
+ * 8 and 12 warps, and none at 12 fragments. Elsewhere 4-warp blocks, several per tile where
+ * the tiles are few. fk_skinny16_one_wave says whether a one-wave form applies. */
+#if FK_NVIDIA
+#define FK_SKINNY16_NJ 8 /* the 4-warp form's fragments per tile */
+#else
+#define FK_SKINNY16_NJ 4
+#endif
 template <class Mma, bool BLOCK>
-static hipError_t fk_go_skinny24(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
-    return fk_go_skinny<Mma, 2, 3, BLOCK ? 6 : 15, BLOCK>(p, st, ws_need, ws, ws_bytes);
+static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    constexpr int TN = Mma::TN;
+    if constexpr (!BLOCK) {
+        if (fk_skinny_one_wave(p.N, 12 * TN)) return fk_go_skinny<Mma, 1, 12, 6, false>(p, st, ws_need, ws, ws_bytes);
+        if (fk_skinny_one_wave(p.N, 8 * TN)) return fk_go_skinny<Mma, 1, 8, 12, false>(p, st, ws_need, ws, ws_bytes);
+        if (fk_skinny_one_wave(p.N, 3 * TN)) return fk_go_skinny<Mma, 1, 3, 21, false>(p, st, ws_need, ws, ws_bytes);
+    } else {
+        if (fk_skinny_one_wave(p.N, 8 * TN)) return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
+        if (fk_skinny_one_wave(p.N, 3 * TN)) return fk_go_skinny<Mma, 1, 3, 12, true>(p, st, ws_need, ws, ws_bytes);
+    }
+    return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+}
+static bool fk_skinny16_one_wave(long long n, bool block) {
+#if FK_NVIDIA
+    const int tn = MmaNv<4>::TN;
+#else
+    const int tn = MmaAmd::TN;
+#endif
+    return (!block && fk_skinny_one_wave(n, 12 * tn)) || fk_skinny_one_wave(n, 8 * tn) || fk_skinny_one_wave(n, 3 * tn);
 }
 
 template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
@@ -644,9 +647,8 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     /* Warp tiles of 64×32 (MI=4, NJ=4) keep 2 blocks of 8 warps per multiprocessor within the
      * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
     switch (variant) {
-    case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, FK_SKINNY16_NJ, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY24: return fk_go_skinny24<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64:
         if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 4, 2, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_tiled<Mma, 1, 4, 4, 4, 4, 3, BLOCK>(p, st, ws_need, ws, ws_bytes);
@@ -687,9 +689,8 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
     }
 #else
     switch (variant) {
-    case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, FK_SKINNY16_NJ, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY24: return fk_go_skinny24<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
     case FK_VARIANT_TILE256:
@@ -726,16 +727,14 @@ static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *
 }
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
-    /* M ≤ 16 (H100 measurements). Tiles that make one wave of one block per multiprocessor
-     * first (no split-K sum; back to back N = 8192 in 64-column tiles 1.06–1.11×, N = 3072 in
-     * 24-column tiles 1.07–1.20× faster than the kernels picked before, with block scales at
-     * 3072×3072 1.3–1.4×); else the M ≤ 32 kernel's narrower column tiles without block scales
+    /* M ≤ 16 (H100 measurements): the skinny16 kernel's one-wave forms where they apply (see
+     * fk_go_skinny16); else the M ≤ 32 kernel's narrower column tiles without block scales
      * unless the weight is large (more than ~40 M bytes). */
-    if (m <= 16) {
-        if (kind != FK_SCALE_BLOCK && fk_skinny_one_wave(n, FK_SKINNY16_BN)) return FK_VARIANT_SKINNY16;
-        if (fk_skinny_one_wave(n, FK_SKINNY24_BN)) return FK_VARIANT_SKINNY24;
-        return kind != FK_SCALE_BLOCK && n * k <= (40ll << 20) ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
-    }
+    if (m <= 16)
+        return fk_skinny16_one_wave(n, kind == FK_SCALE_BLOCK) ||
+                       !(kind != FK_SCALE_BLOCK && n * k <= (40ll << 20))
+                   ? FK_VARIANT_SKINNY16
+                   : FK_VARIANT_SKINNY32;
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
     if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {

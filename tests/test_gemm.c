@@ -310,10 +310,10 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
     feather_ctx *ctx = feather_ctx_new(0);
     REQUIRE(ctx);
     /* (N, K): small and ragged panels, long K (split K in the skinny and tiled kernels), model
-     * shapes (on 119–132 multiprocessors, N = 3072 and 8192 make one wave of the skinny kernel's
-     * 24- and 64-column tiles: its blocks of 12–15 warps) */
-    static const uint64_t shapes[][2] = {{64, 128},   {40, 96},     {1032, 96}, {264, 512},
-                                         {128, 4096}, {64, 8192}, {3072, 3072}, {8192, 512}};
+     * shapes (on 119–132 multiprocessors, N = 3072, 8192 and 12288 make one wave of the skinny
+     * kernel's 24-, 64- and 96-column tiles: its blocks of 6–21 warps) */
+    static const uint64_t shapes[][2] = {{64, 128},   {40, 96},   {1032, 96},  {264, 512},  {128, 4096},
+                                         {64, 8192},  {3072, 3072}, {8192, 512}, {12288, 256}};
     static const uint64_t ms[] = {1, 7, 16, 24, 33, 128, 1000};
     double worst[2] = {0, 0};
     int cases = 0, failed = 0;
@@ -450,7 +450,7 @@ TEST(gemm_gpu_every_variant) {
             for (int v = 1; v < FK_VARIANT_COUNT && !rc; v++) {
                 const int kind = block ? FK_SCALE_BLOCK : FK_SCALE_CHANNEL;
                 const int applies = v == FK_VARIANT_SKINNY16 ? m <= 16
-                                    : v == FK_VARIANT_SKINNY32 || v == FK_VARIANT_SKINNY24 ? m <= 32
+                                    : v == FK_VARIANT_SKINNY32 ? m <= 32
                                     : v <= FK_VARIANT_TILE256 ? 1
                                     : hopper;
                 const size_t wsb = fk_gemm_workspace((int64_t)m, (int64_t)n, (int64_t)k, kind, g, v) + 16;
