@@ -2,9 +2,10 @@
 # Compiles every kernel source for the GPUs the project targets and checks the matrix
 # instructions are there: AMD gfx1100 (RDNA3) and gfx1151 (RDNA3.5) with clang-19 (device code
 # only: no ROCm needed, the HIP headers of libamdhip64-dev suffice) must contain v_wmma and
-# v_perm_b32; with nvcc present, the PTX for sm_80, sm_90 and sm_90a must contain mma.sync
-# m16n8k16 and prmt, and sm_90a's also wgmma. The quantiser's kernels must keep subnormals and,
-# in PTX, contain no fused float operations. Runs the compilers in parallel.
+# v_perm_b32 and spill nothing to scratch memory; with nvcc present, the PTX for sm_80, sm_90
+# and sm_90a must contain mma.sync m16n8k16 and prmt, and sm_90a's also wgmma. The quantiser's
+# kernels must keep subnormals and, in PTX, contain no fused float operations. Runs the
+# compilers in parallel.
 set -u
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
@@ -49,10 +50,12 @@ for p in $pids; do wait "$p" || fail=1; done
 for arch in gfx1100 gfx1151; do
     n=$(grep -c 'v_wmma_f32_16x16x16_f16' "$tmp/gemm-$arch.s")
     p=$(grep -c 'v_perm_b32' "$tmp/gemm-$arch.s")
-    if [ "$n" -eq 0 ] || [ "$p" -eq 0 ]; then
-        echo "FAIL gemm for $arch: $n v_wmma_f32_16x16x16_f16, $p v_perm_b32"; fail=1
+    # a kernel that spills to scratch memory has outgrown the register file
+    s=$(grep -c 'ScratchSize: [1-9]' "$tmp/gemm-$arch.s")
+    if [ "$n" -eq 0 ] || [ "$p" -eq 0 ] || [ "$s" -ne 0 ]; then
+        echo "FAIL gemm for $arch: $n v_wmma_f32_16x16x16_f16, $p v_perm_b32, $s kernels spilling to scratch"; fail=1
     else
-        echo "ok   gemm for $arch: $n v_wmma_f32_16x16x16_f16, $p v_perm_b32"
+        echo "ok   gemm for $arch: $n v_wmma_f32_16x16x16_f16, $p v_perm_b32, no scratch"
     fi
 done
 if [ -f "$tmp/gemm-sm90.ptx" ]; then

@@ -394,33 +394,46 @@ static bool fk_skinny_one_wave(long long n, int bn) {
  * through L2 after the loop (H100 back to back, N = 12288, 8192 and 3072: 1.02–1.25× faster
  * than the 4-warp blocks picked before). The warp counts fill the register file (a quarter
  * of it per scheduler: 201, 148 and 80 registers); block scales' second accumulator set takes
- * 8 and 12 warps, and none at 12 fragments. Elsewhere 4-warp blocks, several per tile where
- * the tiles are few. fk_skinny16_one_wave says whether a one-wave form applies. */
+ * 8 and 12 warps, and none at 12 fragments. On AMD (16-column fragments) only the forms that
+ * compile without scratch memory for gfx11: 8 and 3 fragments, and 3 with block scales.
+ * Elsewhere 4-warp blocks, several per tile where the tiles are few.
+ * fk_skinny16_form: the one-wave form's fragments per tile for n columns, or 0. */
 #if FK_NVIDIA
 #define FK_SKINNY16_NJ 8 /* the 4-warp form's fragments per tile */
+#define FK_FRAG_TN (MmaNv<4>::TN)
 #else
 #define FK_SKINNY16_NJ 4
+#define FK_FRAG_TN (MmaAmd::TN)
 #endif
+static int fk_skinny16_form(long long n, bool block) {
+#if FK_NVIDIA
+    static const int forms[] = {12, 8, 3}, block_forms[] = {8, 3};
+#else
+    static const int forms[] = {8, 3}, block_forms[] = {3};
+#endif
+    const int *f = block ? block_forms : forms;
+    const int nf = block ? (int)(sizeof block_forms / sizeof *block_forms) : (int)(sizeof forms / sizeof *forms);
+    for (int i = 0; i < nf; i++)
+        if (fk_skinny_one_wave(n, f[i] * FK_FRAG_TN)) return f[i];
+    return 0;
+}
 template <class Mma, bool BLOCK>
 static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
-    constexpr int TN = Mma::TN;
-    if constexpr (!BLOCK) {
-        if (fk_skinny_one_wave(p.N, 12 * TN)) return fk_go_skinny<Mma, 1, 12, 6, false>(p, st, ws_need, ws, ws_bytes);
-        if (fk_skinny_one_wave(p.N, 8 * TN)) return fk_go_skinny<Mma, 1, 8, 12, false>(p, st, ws_need, ws, ws_bytes);
-        if (fk_skinny_one_wave(p.N, 3 * TN)) return fk_go_skinny<Mma, 1, 3, 21, false>(p, st, ws_need, ws, ws_bytes);
-    } else {
-        if (fk_skinny_one_wave(p.N, 8 * TN)) return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
-        if (fk_skinny_one_wave(p.N, 3 * TN)) return fk_go_skinny<Mma, 1, 3, 12, true>(p, st, ws_need, ws, ws_bytes);
+    switch (fk_skinny16_form(p.N, BLOCK)) {
+#if FK_NVIDIA
+    case 12:
+        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 12, 6, false>(p, st, ws_need, ws, ws_bytes);
+        break;
+#endif
+    case 8:
+        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false>(p, st, ws_need, ws, ws_bytes);
+#if FK_NVIDIA
+        else return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
+#endif
+        break;
+    case 3: return fk_go_skinny<Mma, 1, 3, BLOCK ? 12 : 21, BLOCK>(p, st, ws_need, ws, ws_bytes);
     }
     return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
-}
-static bool fk_skinny16_one_wave(long long n, bool block) {
-#if FK_NVIDIA
-    const int tn = MmaNv<4>::TN;
-#else
-    const int tn = MmaAmd::TN;
-#endif
-    return (!block && fk_skinny_one_wave(n, 12 * tn)) || fk_skinny_one_wave(n, 8 * tn) || fk_skinny_one_wave(n, 3 * tn);
 }
 
 template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
@@ -731,7 +744,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
      * fk_go_skinny16); else the M ≤ 32 kernel's narrower column tiles without block scales
      * unless the weight is large (more than ~40 M bytes). */
     if (m <= 16)
-        return fk_skinny16_one_wave(n, kind == FK_SCALE_BLOCK) ||
+        return fk_skinny16_form(n, kind == FK_SCALE_BLOCK) ||
                        !(kind != FK_SCALE_BLOCK && n * k <= (40ll << 20))
                    ? FK_VARIANT_SKINNY16
                    : FK_VARIANT_SKINNY32;
