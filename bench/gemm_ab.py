@@ -3,8 +3,9 @@
 process: every build is first run through the dependent-chain check, then each shape is timed
 back to back (a CUDA graph of 20 calls over rotating weight copies, as in gemm_bench.py) and as
 single calls, cycling over the builds three times so that drift hits all of them alike.
+Variant 0 is each build's own pick; a variant a build does not have is left out for it ("-").
 
-    python3 bench/gemm_ab.py NAME=path/libfeather_kernels.so NAME=... [--variants 1,2]
+    python3 bench/gemm_ab.py NAME=path/libfeather_kernels.so NAME=... [--variants 0,1,2]
 """
 import argparse
 import sys
