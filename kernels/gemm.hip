@@ -407,14 +407,12 @@ static bool fk_skinny_one_wave(long long n, int bn) {
 #endif
 static int fk_skinny16_form(long long n, bool block) {
 #if FK_NVIDIA
-    static const int forms[] = {12, 8, 3}, block_forms[] = {8, 3};
+    static const int forms[] = {12, 8, 3, 0}, block_forms[] = {8, 3, 0};
 #else
-    static const int forms[] = {8, 3}, block_forms[] = {3};
+    static const int forms[] = {8, 3, 0}, block_forms[] = {3, 0};
 #endif
-    const int *f = block ? block_forms : forms;
-    const int nf = block ? (int)(sizeof block_forms / sizeof *block_forms) : (int)(sizeof forms / sizeof *forms);
-    for (int i = 0; i < nf; i++)
-        if (fk_skinny_one_wave(n, f[i] * FK_FRAG_TN)) return f[i];
+    for (const int *f = block ? block_forms : forms; *f; f++)
+        if (fk_skinny_one_wave(n, *f * FK_FRAG_TN)) return *f;
     return 0;
 }
 template <class Mma, bool BLOCK>
@@ -743,11 +741,10 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
     /* M ≤ 16 (H100 measurements): the skinny16 kernel's one-wave forms where they apply (see
      * fk_go_skinny16); else the M ≤ 32 kernel's narrower column tiles without block scales
      * unless the weight is large (more than ~40 M bytes). */
-    if (m <= 16)
-        return fk_skinny16_form(n, kind == FK_SCALE_BLOCK) ||
-                       !(kind != FK_SCALE_BLOCK && n * k <= (40ll << 20))
-                   ? FK_VARIANT_SKINNY16
-                   : FK_VARIANT_SKINNY32;
+    if (m <= 16) {
+        if (fk_skinny16_form(n, kind == FK_SCALE_BLOCK)) return FK_VARIANT_SKINNY16;
+        return kind != FK_SCALE_BLOCK && n * k <= (40ll << 20) ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
+    }
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
     if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
