@@ -100,6 +100,12 @@ device-deps:
 device-run:
 	sh bench/device.sh
 bench-gpu: $(BUILD)/libfeather_kernels.so
+# The weight read floor of the M <= 16 product (NVIDIA only): bench/read_floor.py times it beside
+# the library's kernels.
+read-floor: $(BUILD)/libread_floor.so
+$(BUILD)/libread_floor.so: bench/read_floor.hip kernels/vendor.h
+	$(if $(filter cuda,$(GPU_KIND)),,$(error read-floor needs GPU=cuda))
+	mkdir -p $(BUILD) && $(GPU_CC) -shared $< -o $@ $(GPU_LIBS)
 
 # Per-file instruction sets: only the SIMD kernels are built with them, and they are only
 # called after run-time detection.
@@ -108,7 +114,7 @@ $(BUILD)/obj/%_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -m
 
 .SECONDARY:
 .PHONY: all lib programs check test demo install uninstall deps test-deps clean check-asan fuzz bench \
-        check-gpu-build device-deps device-run bench-gpu
+        check-gpu-build device-deps device-run bench-gpu read-floor
 all: lib programs
 lib: $(LIB)
 programs: $(PROGRAMS)

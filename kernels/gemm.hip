@@ -179,9 +179,26 @@ __device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, co
     for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(f.a[mi], p, mi * 16, kbase, lane);
 }
 
+/* V (1 or 4) consecutive floats, 4V-byte aligned, in one load. */
+template <int V>
+__device__ __forceinline__ void fk_ld_f32(const float *ptr, float *v) {
+    if constexpr (V == 4) {
+        const float4 t = *(const float4 *)ptr;
+        v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+    } else {
+        v[0] = *ptr;
+    }
+}
+
 template <class Mma, int MI, int NJ, int W, bool BLOCK>
 __global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
+    /* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96
+     * columns and 6 warps, one column each made 8 rounds of dependent loads and stores at
+     * M = 16, all of it after the weight's last bytes had arrived. Not with two A fragments,
+     * whose registers are short (gfx1100 spilled with block scales). (LDR keeps rows 16-byte
+     * aligned.) */
+    constexpr int V = MI == 1 && BN >= 64 ? 4 : 1;
     extern __shared__ float fk_red[]; /* [W][ROWS][LDR] */
     auto red = reinterpret_cast<float (*)[ROWS][LDR]>(fk_red);
 
@@ -215,11 +232,13 @@ __global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
     }
     fk_grid_wait();
     fk_grid_release();
-    /* The one column this thread stores (W·32 is a multiple of BN): its scale and bias arrive
-     * during the main loop instead of after it. */
-    static_assert(W * 32 % BN == 0, "every thread stores a single column");
-    const int mycol = n0 + tid % BN;
-    const FkCol fc = mycol < p.N ? fk_col(p, mycol) : FkCol{1.0f, 0.0f};
+    /* The V adjacent columns this thread stores (W·32 is a multiple of BN / V): their scales
+     * and biases arrive during the main loop instead of after it. */
+    static_assert(W * 32 % (BN / V) == 0, "every thread stores the same columns");
+    const int mycol = n0 + tid % (BN / V) * V;
+    FkCol fc[V];
+#pragma unroll
+    for (int e = 0; e < V; e++) fc[e] = mycol + e < p.N ? fk_col(p, mycol + e) : FkCol{1.0f, 0.0f};
 
     FkSkinnyFrags<Mma, MI, NJ> cur, nxt;
     if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ>(cur, p, ss_lo * Mma::KSS, n0, lane);
@@ -252,14 +271,23 @@ __global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
                 red[warp][mi * 16 + Mma::acc_row(lane, i)][nj * Mma::TN + Mma::acc_col(lane, i)] = acc[mi][nj][i];
     __syncthreads();
     const int rows = p.M < ROWS ? p.M : ROWS;
-    for (int idx = tid; idx < rows * BN; idx += W * 32) {
-        int r = idx / BN, cc = idx % BN, col = n0 + cc;
-        if (col >= p.N) continue;
-        float v = red[0][r][cc];
+    for (int idx = tid; idx < rows * (BN / V); idx += W * 32) {
+        const int r = idx / (BN / V), cc = idx % (BN / V) * V, col = n0 + cc;
+        if (col >= p.N) continue; /* N % 8 == 0: all V columns or none */
+        float v[V];
+        fk_ld_f32<V>(&red[0][r][cc], v);
 #pragma unroll
-        for (int w = 1; w < W; w++) v += red[w][r][cc];
-        if (p.splits == 1) fk_store1_col(p, r, col, fc, v);
-        else *fk_part(p, split, r, col) = v;
+        for (int w = 1; w < W; w++) {
+            float t[V];
+            fk_ld_f32<V>(&red[w][r][cc], t);
+#pragma unroll
+            for (int e = 0; e < V; e++) v[e] += t[e];
+        }
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            if (p.splits == 1) fk_store1_col(p, r, col + e, fc[e], v[e]);
+            else *fk_part(p, split, r, col + e) = v[e];
+        }
     }
     if (p.splits == 1 || !fk_split_last(p, blockIdx.x)) return;
     fk_split_finish<W * 32>(
@@ -269,7 +297,11 @@ __global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
             c = n0 + i % BN;
             return c < p.N;
         },
-        [&](int r, int c, float v) { fk_store1_col(p, r, c, fc, v); });
+        /* i % BN is tid % BN: this thread's own column where V == 1 */
+        [&](int r, int c, float v) {
+            if constexpr (V == 1) fk_store1_col(p, r, c, fc[0], v);
+            else fk_store1(p, r, c, v);
+        });
 }
 
 /* ---------------------------------- host side ------------------------------------------- */

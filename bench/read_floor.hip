@@ -1,0 +1,63 @@
+/*
+ * The read floor of the M <= 16 matrix product: a kernel that does nothing but read a weight's
+ * bytes once (and fold them into one word per thread so that the loads stay), launched the way
+ * the library launches its skinny kernels (programmatic stream serialisation, an optional L2
+ * warm-up of each block's first bytes before the wait for the previous kernel). Timed back to
+ * back by bench/read_floor.py beside the library's product on the same bytes, it says how much
+ * of the weight-bandwidth target any kernel can reach at a given size on a given GPU.
+ * NVIDIA only (the back-to-back launch is a CUDA attribute); built by `make read-floor`.
+ */
+#include "../kernels/vendor.h"
+
+/* Each block reads one contiguous run of 16-byte words, UNROLL loads in flight per thread. */
+template <int UNROLL>
+__global__ void fb_read(const uint4 *p, size_t n, unsigned *out, size_t warm) {
+    const size_t per = (n + gridDim.x - 1) / gridDim.x;
+    const size_t lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
+    const size_t wend = lo + warm < hi ? lo + warm : hi;
+    for (size_t i = lo + threadIdx.x * 8; i < wend; i += blockDim.x * 8) fk_prefetch_l2(p + i);
+    fk_grid_wait();
+    fk_grid_release();
+    unsigned acc = 0;
+    for (size_t i = lo + threadIdx.x; i < hi; i += (size_t)blockDim.x * UNROLL) {
+        uint4 v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const size_t j = i + (size_t)u * blockDim.x;
+            v[u] = j < hi ? __ldcs(p + j) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) acc += v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+/* bytes: a multiple of 16; out: blocks * threads words; warm: bytes per block sent to L2 before
+ * the wait; pdl: launch with programmatic stream serialisation. Returns a CUDA error code. */
+extern "C" int fb_read_launch(const void *p, size_t bytes, unsigned *out, int blocks, int threads, int unroll,
+                              size_t warm, int pdl, void *stream) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(threads);
+    cfg.stream = (cudaStream_t)stream;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    const uint4 *q = (const uint4 *)p;
+    const size_t n = bytes / 16, w = warm / 16;
+    switch (unroll) {
+    case 2: return (int)cudaLaunchKernelEx(&cfg, fb_read<2>, q, n, out, w);
+    case 4: return (int)cudaLaunchKernelEx(&cfg, fb_read<4>, q, n, out, w);
+    case 8: return (int)cudaLaunchKernelEx(&cfg, fb_read<8>, q, n, out, w);
+    default: return (int)cudaErrorInvalidValue;
+    }
+}
+
+extern "C" int fb_sm_count(void) {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return -1;
+    return n;
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""How fast can any kernel read a weight's bytes, back to back, on this GPU? Times the read-only
+kernel of bench/read_floor.hip over a grid of launch shapes (blocks per multiprocessor, threads,
+loads in flight, L2 warm-up before the wait, with and without programmatic dependent launch)
+for the benchmark's four weight sizes, beside the library's M = 1 and M = 16 products on the
+same bytes, all in one process and in the same back-to-back graphs as gemm_bench.py (20 calls
+over rotating copies totalling over 200 MB). The best read-only time is the floor: the fraction
+of 3.35 TB/s it reaches bounds what the M <= 16 target can ask of any kernel at that size.
+
+    make GPU=cuda read-floor bench-gpu
+    python3 bench/read_floor.py --floor BUILD/libread_floor.so --lib BUILD/libfeather_kernels.so
+"""
+import argparse
+import ctypes
+import itertools
+import json
+import sys
+
+import torch
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import gemm_bench as gb  # noqa: E402
+
+SHAPES = ((3072, 3072), (12288, 3072), (3072, 12288), (8192, 8192))
+PEAK = 3.35e12
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--floor", required=True, help="libread_floor.so")
+    ap.add_argument("--lib", required=True, help="libfeather_kernels.so")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dump", help="also write every launch shape's time to this JSON file")
+    args = ap.parse_args()
+    fl = ctypes.CDLL(args.floor)
+    vp, ci, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    fl.fb_read_launch.argtypes = [vp, sz, vp, ci, ci, ci, sz, ci, vp]
+    fl.fb_read_launch.restype = ci
+    sms = fl.fb_sm_count()
+    lib = gb.load(args.lib)
+    dev = torch.device("cuda")
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    ws = torch.zeros(64 << 20, dtype=torch.uint8, device=dev)
+    out = torch.empty(sms * 8 * 1024, dtype=torch.int32, device=dev)
+    configs = [c for c in itertools.product((1, 2, 4, 8), (256, 512, 1024), (2, 4, 8), (0, 1 << 12, 1 << 14, 1 << 16, 1 << 30),
+                                            (0, 1))
+               if c[0] * c[1] <= 2048 and (c[4] or not c[3])]
+    dump = {}
+    print(f"# {torch.cuda.get_device_name()}, {sms} SMs; back to back, µs per call, lowest of {args.rounds} rounds")
+    print("| N×K | MB | read floor µs | its % of 3.35 TB/s | its launch (blocks/SM, threads, unroll, warm, pdl) "
+          "| ours M = 1 µs | % | ours M = 16 µs | % | floor / ours M = 1 | floor / ours M = 16 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for n, k in SHAPES:
+        nbytes = n * k
+        ncopy = max(2, min(20, -(-(200 << 20) // nbytes)))
+        best = {}
+        probs = {m: gb.Problem(m, n, k, "tensor", 0, dev) for m in (1, 16)}
+        copies = [probs[1].packed] + [probs[1].packed.clone() for _ in range(ncopy - 1)]
+        for _ in range(args.rounds):
+            for c in configs:
+                g, t, u, w, pdl = c
+
+                def read(buf, st, c=c):
+                    rc = fl.fb_read_launch(buf.data_ptr(), nbytes, out.data_ptr(), g * sms, t, u, w, pdl,
+                                           ctypes.c_void_p(st.cuda_stream))
+                    if rc:
+                        raise RuntimeError(f"fb_read_launch {c}: CUDA error {rc}")
+                us = gb.time_chain(read, copies, 20, flush)
+                best[c] = min(best.get(c, 1e9), us)
+            for m, p in probs.items():
+                us = gb.time_chain(lambda buf, st, p=p: gb.run_ours(lib, p, 0, ws, buf, st), copies, 20, flush)
+                best[m] = min(best.get(m, 1e9), us)
+        cfg = min(configs, key=lambda c: best[c])
+        f = best[cfg]
+        pct = lambda us: 100 * nbytes / (us * 1e-6) / PEAK  # noqa: E731
+        print(f"| {n}×{k} | {nbytes / 1e6:.1f} | {f:.2f} | {pct(f):.1f} % | {cfg} | {best[1]:.2f} | {pct(best[1]):.1f} % "
+              f"| {best[16]:.2f} | {pct(best[16]):.1f} % | {f / best[1]:.2f} | {f / best[16]:.2f} |", flush=True)
+        top = sorted(configs, key=lambda c: best[c])[:5]
+        print("#   next best: " + "; ".join(f"{c} {best[c]:.2f}" for c in top[1:]))
+        nopdl = [c for c in configs if not c[4]]
+        c0 = min(nopdl, key=lambda c: best[c])
+        print(f"#   best without dependent launch: {c0} {best[c0]:.2f}")
+        dump[f"{n}x{k}"] = {str(c): best[c] for c in best}
+    if args.dump:
+        with open(args.dump, "w") as f:
+            json.dump(dump, f, indent=0)
+
+
+if __name__ == "__main__":
+    main()
