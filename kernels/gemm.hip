@@ -9,7 +9,7 @@
  *           of one block per column tile would leave the GPU idle, several blocks split a
  *           tile's K too, and the last block of a tile to finish adds their partial sums in a
  *           fixed order (deterministic) and writes the output; where the tiles make one wave
- *           of one block per multiprocessor, blocks of 6–21 warps avoid that serial tail. On
+ *           of one block per multiprocessor, blocks of 7–21 warps avoid that serial tail. On
  *           Hopper, launches back to back overlap: each block warms L2 with its first weight
  *           bytes while the previous kernel finishes (programmatic dependent launch, vendor.h).
  *   tiled   BM×BN output tiles, K in chunks of 64 through a multi-stage shared-memory pipeline
@@ -232,9 +232,11 @@ __global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
     }
     fk_grid_wait();
     fk_grid_release();
-    /* The V adjacent columns this thread stores (W·32 is a multiple of BN / V): their scales
-     * and biases arrive during the main loop instead of after it. */
-    static_assert(W * 32 % (BN / V) == 0, "every thread stores the same columns");
+    /* The V adjacent columns this thread stores: their scales and biases arrive during the main
+     * loop instead of after it. The first EPI threads, a multiple of BN / V, store; where V is 1
+     * all of them, which the split-K sum below relies on. */
+    constexpr int EPI = W * 32 / (BN / V) * (BN / V);
+    static_assert(EPI > 0 && (V > 1 || EPI == W * 32), "every storing thread keeps its columns");
     const int mycol = n0 + tid % (BN / V) * V;
     FkCol fc[V];
 #pragma unroll
@@ -271,7 +273,7 @@ __global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
                 red[warp][mi * 16 + Mma::acc_row(lane, i)][nj * Mma::TN + Mma::acc_col(lane, i)] = acc[mi][nj][i];
     __syncthreads();
     const int rows = p.M < ROWS ? p.M : ROWS;
-    for (int idx = tid; idx < rows * (BN / V); idx += W * 32) {
+    for (int idx = tid; idx < rows * (BN / V) && tid < EPI; idx += EPI) {
         const int r = idx / (BN / V), cc = idx % (BN / V) * V, col = n0 + cc;
         if (col >= p.N) continue; /* N % 8 == 0: all V columns or none */
         float v[V];
@@ -421,12 +423,13 @@ static bool fk_skinny_one_wave(long long n, int bn) {
 }
 
 /* M ≤ 16. Where the column tiles of 12, 8 or 3 fragments (96, 64 or 24 columns on NVIDIA)
- * make one wave of one block per multiprocessor, blocks of 6, 12 or 21 warps: each splits its
+ * make one wave of one block per multiprocessor, blocks of 7, 12 or 21 warps: each splits its
  * tile's K between its own warps and adds their sums in shared memory, with no split-K sum
  * through L2 after the loop (H100 back to back, N = 12288, 8192 and 3072: 1.02–1.25× faster
- * than the 4-warp blocks picked before). The warp counts fill the register file (a quarter
- * of it per scheduler: 201, 148 and 80 registers); block scales' second accumulator set takes
- * 8 and 12 warps, and none at 12 fragments. On AMD (16-column fragments) only the forms that
+ * than the 4-warp blocks picked before). The register file bounds the warp counts (a quarter
+ * of it per scheduler: 2, 3 and 5–6 warps there at the 204, 152 and 80 registers each form
+ * needs); at 96 columns 7 warps were 0.5–1 % faster than 6 or 8. Block scales' second
+ * accumulator set takes 8 and 12 warps, and none at 12 fragments. On AMD (16-column fragments) only the forms that
  * compile without scratch memory for gfx11: 8 and 3 fragments, and 3 with block scales.
  * Elsewhere 4-warp blocks, several per tile where the tiles are few.
  * fk_skinny16_form: the one-wave form's fragments per tile for n columns, or 0. */
@@ -452,7 +455,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
     switch (fk_skinny16_form(p.N, BLOCK)) {
 #if FK_NVIDIA
     case 12:
-        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 12, 6, false>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 12, 7, false>(p, st, ws_need, ws, ws_bytes);
         break;
 #endif
     case 8:
