@@ -9,7 +9,7 @@
  *           of one block per column tile would leave the GPU idle, several blocks split a
  *           tile's K too, and the last block of a tile to finish adds their partial sums in a
  *           fixed order (deterministic) and writes the output; where the tiles make one wave
- *           of one block per multiprocessor, blocks of 7–21 warps avoid that serial tail. On
+ *           of one block per multiprocessor, blocks of 7–24 warps avoid that serial tail. On
  *           Hopper, launches back to back overlap: each block warms L2 with its first weight
  *           bytes while the previous kernel finishes (programmatic dependent launch, vendor.h).
  *   tiled   BM×BN output tiles, K in chunks of 64 through a multi-stage shared-memory pipeline
@@ -423,15 +423,17 @@ static bool fk_skinny_one_wave(long long n, int bn) {
 }
 
 /* M ≤ 16. Where the column tiles of 12, 8 or 3 fragments (96, 64 or 24 columns on NVIDIA)
- * make one wave of one block per multiprocessor, blocks of 7, 12 or 21 warps: each splits its
- * tile's K between its own warps and adds their sums in shared memory, with no split-K sum
+ * make one wave of one block per multiprocessor, blocks of 7, 12 or 21–24 warps: each splits
+ * its tile's K between its own warps and adds their sums in shared memory, with no split-K sum
  * through L2 after the loop (H100 back to back, N = 12288, 8192 and 3072: 1.02–1.25× faster
  * than the 4-warp blocks picked before). The register file bounds the warp counts (a quarter
  * of it per scheduler: 2, 3 and 5–6 warps there at the 204, 152 and 80 registers each form
- * needs); at 96 columns 7 warps were 0.5–1 % faster than 6 or 8. Block scales' second
- * accumulator set takes 8 and 12 warps, and none at 12 fragments. On AMD (16-column fragments) only the forms that
- * compile without scratch memory for gfx11: 8 and 3 fragments, and 3 with block scales.
- * Elsewhere 4-warp blocks, several per tile where the tiles are few.
+ * needs); at 96 columns 7 warps were 0.5–1 % faster than 6 or 8. At 24 columns 24 warps where
+ * each still gets 256 or more of K (K = 12288: 2–3 % faster than 21; K = 3072, where each gets
+ * 128, 1 % slower). Block scales' second accumulator set takes 8 and 12 warps, and none at 12
+ * fragments. On AMD (16-column fragments) only the forms that compile without scratch memory
+ * for gfx11: 8 and 3 fragments, and 3 with block scales. Elsewhere 4-warp blocks, several per
+ * tile where the tiles are few.
  * fk_skinny16_form: the one-wave form's fragments per tile for n columns, or 0. */
 #if FK_NVIDIA
 #define FK_SKINNY16_NJ 8 /* the 4-warp form's fragments per tile */
@@ -464,7 +466,10 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         else return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
 #endif
         break;
-    case 3: return fk_go_skinny<Mma, 1, 3, BLOCK ? 12 : 21, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case 3:
+        if constexpr (BLOCK) return fk_go_skinny<Mma, 1, 3, 12, true>(p, st, ws_need, ws, ws_bytes);
+        else if (p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, false>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_skinny<Mma, 1, 3, 21, false>(p, st, ws_need, ws, ws_bytes);
     }
     return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
 }
