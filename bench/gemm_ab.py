@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Side-by-side timings of the M <= 16 kernels from several builds of the kernel library, in one
+"""Side-by-side timings of the kernels from several builds of the kernel library, in one
 process: every build is first run through the dependent-chain check, then each shape is timed
 back to back (a CUDA graph of 20 calls over rotating weight copies, as in gemm_bench.py) and as
 single calls, cycling over the builds three times so that drift hits all of them alike.
 Variant 0 is each build's own pick; a variant a build does not have is left out for it ("-").
 
     python3 bench/gemm_ab.py NAME=path/libfeather_kernels.so NAME=... [--variants 0,1,2]
+        [--ms 1,16] [--mode tensor|channel|block:G]
 """
 import argparse
 import sys
@@ -31,9 +32,13 @@ def main():
     ap.add_argument("libs", nargs="+", help="NAME=path of a libfeather_kernels.so")
     ap.add_argument("--variants", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ms", default="1,16", help="rows of A")
+    ap.add_argument("--mode", default="tensor", help="scale mode: tensor, channel or block:G")
     args = ap.parse_args()
     libs = [(a.split("=", 1)[0], gb.load(a.split("=", 1)[1])) for a in args.libs]
     variants = [int(v) for v in args.variants.split(",")]
+    ms = [int(m) for m in args.ms.split(",")]
+    mode, group = (args.mode.split(":") + ["0"])[:2]
     dev = torch.device("cuda")
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     ws = torch.zeros(64 << 20, dtype=torch.uint8, device=dev)
@@ -47,8 +52,8 @@ def main():
         bad = bad or bool(failed)
     res = {}
     for (n, k) in SHAPES:
-        for m in (1, 16):
-            p = gb.Problem(m, n, k, "tensor", 0, dev)
+        for m in ms:
+            p = gb.Problem(m, n, k, mode, int(group), dev)
             ncopy = max(2, min(20, -(-(200 << 20) // (n * k))))
             copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
             for _ in range(args.rounds):
@@ -63,7 +68,7 @@ def main():
     print("back to back us per call, lowest of the rounds [each round] (single call, lowest)")
     print("shape M variant | " + " | ".join(name for name, _ in libs))
     for (n, k) in SHAPES:
-        for m in (1, 16):
+        for m in ms:
             for v in variants:
                 cells = []
                 for name, _ in libs:

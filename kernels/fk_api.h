@@ -31,6 +31,7 @@ enum {
     FK_VARIANT_WS64 = 10,     /* the same with 64 rows of A */
     FK_VARIANT_WS192 = 11,    /* ws128 with three consumer warpgroups: 192 weight rows × 128 (not with block scales) */
     FK_VARIANT_SK128 = 12,    /* ws128 with the last waves' tiles split between blocks (stream-K) */
+    FK_VARIANT_SK64 = 13,     /* the same with 64 rows of A */
     FK_VARIANT_COUNT
 };
 

@@ -727,6 +727,10 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
         if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<128, 8>(p, st, ws_need, ws, ws_bytes);
         else if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
+    case FK_VARIANT_SK64:
+        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<64, 10>(p, st, ws_need, ws, ws_bytes);
+        else if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, 2, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
     case FK_VARIANT_WS192:
         /* block scales: ws128 (no room for their second accumulator set) */
         if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgws<128, 7, 3, false>(p, st, ws_need);
@@ -788,17 +792,26 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
     if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
-        /* Hopper above M = 32: the warp-specialised wgmma kernel, tiles of 128 rows of A from
-         * M = 256, else 64 (H100 measurements at M = 64…4096: as fast as or faster than the
-         * cp.async wgmma and the tiled kernels at every benchmarked shape but one, 12288×3072 at
-         * M = 128, 4 % slower) */
+        /* Hopper above M = 32: the warp-specialised wgmma kernels, whole tiles or stream-K
+         * (H100 measurements at M = 48…4096: as fast as or faster than the cp.async wgmma and
+         * the tiled kernels at every benchmarked shape) */
         if (kind != FK_SCALE_BLOCK) {
-            if (m < 256) return FK_VARIANT_WS64;
+            const long long sms = fk_sm_count();
+            if (m < 256) {
+                /* Stream-K where whole tiles (of 64 rows of A up to M = 64, else 128) would leave
+                 * a third of the multiprocessors or more idle, with 64-row tiles where the weight
+                 * is small enough to be read twice (H100, M = 48…192: 3072×12288 at M = 64
+                 * 63.0 → 27.3 µs, 3072×3072 19.4 → 15.3, 8192×8192 44.3 → 37.2; at M = 128
+                 * 3072×12288 63 → 30.8 with 128 rows, 34.8 with 64); else whole tiles */
+                const long long t = ((n + 127) / 128) * ((m + (m <= 64 ? 63 : 127)) / (m <= 64 ? 64 : 128));
+                if (3 * t < 2 * sms) return m <= 64 || n * k <= (16ll << 20) ? FK_VARIANT_SK64 : FK_VARIANT_SK128;
+                if (m <= 64) return FK_VARIANT_WS64;
+            }
             /* Three consumer warpgroups (192×128 tiles) where their waves take less time: a wave
              * of them does 1.5× the work of a wave of 128×128 tiles and measured about 1.1× as
              * fast per tile (H100, full waves: 1.06–1.12× at M = 4096); 1.4× ws128 where 128 of
              * them make one wave (N = 3072, M = 1024) against 192 of 128×128 */
-            const long long sms = fk_sm_count(), tiles = ((n + 127) / 128) * ((m + 127) / 128);
+            const long long tiles = ((n + 127) / 128) * ((m + 127) / 128);
             const long long waves192 = (((n + 191) / 192) * ((m + 127) / 128) + sms - 1) / sms;
             if (waves192 * 15 < (tiles + sms - 1) / sms * 11) return FK_VARIANT_WS192;
             /* Stream-K where the 128×128 tiles make few waves and the last one is less than
