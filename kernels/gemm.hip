@@ -28,15 +28,31 @@
 
 #define FK_SKINNY_WARM 2 /* super-steps per warp prefetched before the previous kernel ends */
 
-/* acc += accg · s (per column, the group holding k); accg = 0. */
+/* Block scales of the group a warp is summing, one per column of its accumulators. They are
+ * loaded when the group opens, so that the round trip to L2 overlaps the group's work: loaded
+ * at its end, after the last product, every group cost each warp a dependent load (the skinny
+ * kernel then issued its next weight loads that much later). */
+template <class Mma, int NJ>
+struct FkGroupScales {
+    float s[NJ][Mma::NSC];
+};
+template <class Mma, int NJ>
+__device__ __forceinline__ void fk_group_scales(FkGroupScales<Mma, NJ> &g, const FkParams &p, int col0, int k, int lane) {
+#pragma unroll
+    for (int nj = 0; nj < NJ; nj++)
+#pragma unroll
+        for (int j = 0; j < Mma::NSC; j++) g.s[nj][j] = fk_block_scale(p, col0 + nj * Mma::TN + Mma::acc_col(lane, j), k);
+}
+
+/* acc += accg · s (per column, the group's scales g); accg = 0. */
 template <class Mma, int MI, int NJ>
-__device__ __forceinline__ void fk_flush(const FkParams &p, float (&acc)[MI][NJ][Mma::NACC],
-                                         float (&accg)[MI][NJ][Mma::NACC], int col0, int k, int lane) {
+__device__ __forceinline__ void fk_flush(float (&acc)[MI][NJ][Mma::NACC], float (&accg)[MI][NJ][Mma::NACC],
+                                         const FkGroupScales<Mma, NJ> &g) {
 #pragma unroll
     for (int nj = 0; nj < NJ; nj++) {
 #pragma unroll
         for (int i = 0; i < Mma::NACC; i++) {
-            float s = fk_block_scale(p, col0 + nj * Mma::TN + Mma::acc_col(lane, i), k);
+            const float s = g.s[nj][Mma::sc_of(i)];
 #pragma unroll
             for (int mi = 0; mi < MI; mi++) {
                 acc[mi][nj][i] = fmaf(accg[mi][nj][i], s, acc[mi][nj][i]);
@@ -77,6 +93,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
 
     float acc[MI][NJ][Mma::NACC];
     float accg[MI][NJ][Mma::NACC];
+    FkGroupScales<Mma, NJ> gsc;
     fk_zero<Mma, MI, NJ>(acc);
     if constexpr (BLOCK) fk_zero<Mma, MI, NJ>(accg);
 
@@ -101,6 +118,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
         for (int ss = 0; ss < FK_KC / Mma::KSS; ss++) {
             const int kbase = c * FK_KC + ss * Mma::KSS;
             if (kbase >= p.K) break;
+            if constexpr (BLOCK) {
+                /* a group opens here, or this split starts inside one */
+                if (kbase % p.G == 0 || kbase == c_lo * FK_KC) fk_group_scales<Mma, NJ>(gsc, p, n0 + wn * WN, kbase, lane);
+            }
             /* All B fragments of the warp, then one A fragment at a time: keeps registers for
              * two blocks per multiprocessor. */
             typename Mma::BFrag bf[NJ];
@@ -120,18 +141,14 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
                     }
             }
             if constexpr (BLOCK) {
-                if ((kbase + Mma::KSS) % p.G == 0)
-                    fk_flush<Mma, MI, NJ>(p, acc, accg, n0 + wn * WN, kbase, lane);
+                if ((kbase + Mma::KSS) % p.G == 0) fk_flush<Mma, MI, NJ>(acc, accg, gsc);
             }
         }
     }
 
     if constexpr (BLOCK) {
         /* a split may end inside a group: add what is left (zeros when it ended on a boundary) */
-        if (p.splits > 1 && c_hi > c_lo) {
-            int k_last = (c_hi * FK_KC < p.K ? c_hi * FK_KC : p.K) - 1;
-            fk_flush<Mma, MI, NJ>(p, acc, accg, n0 + wn * WN, k_last, lane);
-        }
+        if (p.splits > 1 && c_hi > c_lo) fk_flush<Mma, MI, NJ>(acc, accg, gsc);
     }
 
     if (p.splits == 1) {
@@ -164,19 +181,27 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* One super-step's operands and, with block scales, its group's scales. */
 template <class Mma, int MI, int NJ>
 struct FkSkinnyFrags {
     typename Mma::AFrag a[MI];
     typename Mma::BFrag b[NJ];
+    FkGroupScales<Mma, NJ> g;
 };
 
-template <class Mma, int MI, int NJ>
-__device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, const FkParams &p,
-                                               int kbase, int n0, int lane) {
+/* The super-step at kbase; its group's scales where it opens a group (open), else the previous
+ * super-step's (prev). */
+template <class Mma, int MI, int NJ, bool BLOCK>
+__device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, const FkParams &p, int kbase, int n0,
+                                               int lane, bool open, const FkGroupScales<Mma, NJ> &prev) {
 #pragma unroll
     for (int nj = 0; nj < NJ; nj++) Mma::load_b_gmem(f.b[nj], p, kbase, n0 + nj * Mma::TN, lane);
 #pragma unroll
     for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(f.a[mi], p, mi * 16, kbase, lane);
+    if constexpr (BLOCK) {
+        if (open) fk_group_scales<Mma, NJ>(f.g, p, n0, kbase, lane);
+        else f.g = prev;
+    }
 }
 
 /* V (1 or 4) consecutive floats, 4V-byte aligned, in one load. */
@@ -243,9 +268,10 @@ __global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
     for (int e = 0; e < V; e++) fc[e] = mycol + e < p.N ? fk_col(p, mycol + e) : FkCol{1.0f, 0.0f};
 
     FkSkinnyFrags<Mma, MI, NJ> cur, nxt;
-    if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ>(cur, p, ss_lo * Mma::KSS, n0, lane);
+    if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ, BLOCK>(cur, p, ss_lo * Mma::KSS, n0, lane, true, cur.g);
     for (int ss = ss_lo; ss < ss_hi; ss++) {
-        if (ss + 1 < ss_hi) fk_skinny_load<Mma, MI, NJ>(nxt, p, (ss + 1) * Mma::KSS, n0, lane);
+        if (ss + 1 < ss_hi)
+            fk_skinny_load<Mma, MI, NJ, BLOCK>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, (ss + 1) * Mma::KSS % p.G == 0, cur.g);
 #pragma unroll
         for (int j = 0; j < Mma::STEPS; j++)
 #pragma unroll
@@ -257,8 +283,7 @@ __global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
                 }
         if constexpr (BLOCK) {
             /* at a group's end, and at the end of this warp's run (which may stop mid-group) */
-            if ((ss + 1) * Mma::KSS % p.G == 0 || ss + 1 == ss_hi)
-                fk_flush<Mma, MI, NJ>(p, acc, accg, n0, ss * Mma::KSS, lane);
+            if ((ss + 1) * Mma::KSS % p.G == 0 || ss + 1 == ss_hi) fk_flush<Mma, MI, NJ>(acc, accg, cur.g);
         }
         cur = nxt;
     }
@@ -608,7 +633,7 @@ static int fk_ws_prepare(const void *kern, size_t smem, int threads) {
  * Falls back to the cp.async kernel when the tensor maps cannot be made. */
 template <int BNA, int STAGES, int NWG, bool BLOCK>
 static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
-    typedef FkWsTile<BNA, STAGES, NWG> Tile;
+    typedef FkWsTile<BNA, STAGES, NWG, BLOCK> Tile;
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
     if (ws_need) {
         *ws_need = 0;
@@ -621,7 +646,13 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
         else return fk_gemm_wgws<BNA, STAGES, BLOCK>;
     }();
     static int occ = -1;
-    if (occ < 0) occ = fk_ws_prepare((const void *)kern, Tile::SMEM, Tile::THREADS);
+    if (occ < 0) {
+        occ = fk_ws_prepare((const void *)kern, Tile::SMEM, Tile::THREADS);
+        /* consumers asking more registers than the producer gives back would wait forever */
+        cudaFuncAttributes fa;
+        if (Tile::PRODUCER_WG && (cudaFuncGetAttributes(&fa, (const void *)kern) != cudaSuccess || fa.numRegs != Tile::ENTRY_REGS))
+            occ = 0;
+    }
     if (occ < 1) { /* registers or shared memory refused: the cp.async kernel */
         return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
     }
@@ -822,14 +853,17 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
             if (tiles < 4 * sms && tail && tail < sms / 2) return FK_VARIANT_SK128;
             return FK_VARIANT_WS128;
         }
-        /* Block scales: the group flush (a wait and 64 fma per thread per group) bounds both
-         * kernels near 300 TFLOP/s; at M = 4096 the cp.async one measured as fast (3072×3072) or
-         * 1–4 % faster. */
-        if (m >= 256) return FK_VARIANT_WGMMA;
-        /* below that, blocks of 64 rows of A, unless too few of them for a long K: then the
-         * tiled kernel, which splits K */
-        long long blocks = ((n + 127) / 128) * ((m + 63) / 64);
-        if (blocks >= 64 || k <= 4096) return FK_VARIANT_WGMMA64;
+        /* Block scales: the warp-specialised kernels (H100, block:128, M = 64…4096: 1.1–1.25×
+         * the cp.async wgmma kernels), 64-row tiles where their waves take less time: a wave of
+         * them does half the work of a wave of 128-row tiles at about 3/4 of the speed (M = 4096:
+         * 1.33–1.45× as long in all); so always at M ≤ 64, and above where the 128-row tiles
+         * leave most multiprocessors idle (N = 3072, M = 256: 1.4× faster). Few 64-row tiles
+         * with a long K: the tiled kernel, which splits K (3072×12288, M = 64: 65 µs, ws64 98). */
+        const long long sms = fk_sm_count(), t64 = ((n + 127) / 128) * ((m + 63) / 64);
+        if (m >= 256 || t64 >= 64 || k <= 4096) {
+            const long long w64 = (t64 + sms - 1) / sms, w128 = (((n + 127) / 128) * ((m + 127) / 128) + sms - 1) / sms;
+            return 2 * w64 < 3 * w128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
+        }
     }
 #else
     (void)kind; (void)group;

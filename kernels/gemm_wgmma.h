@@ -283,6 +283,8 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
         fk_wgmma_commit();
         if constexpr (BLOCK) {
             if (((c + 1) * 64) % p.G == 0) {
+                /* the scales loaded here, not at the group's start: that measured 5–10 % slower
+                 * in this kernel (H100, block:128, M = 64…4096), unlike fk_ws_body */
                 fk_wgmma_wait0();
                 float s0 = fk_block_scale(p, n0 + nrow, c * 64), s8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
 #pragma unroll
@@ -332,30 +334,29 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
  * three-warpgroup tiles (as fast as or slower than whole tiles at every benchmarked shape; its
  * 160 registers also spilled a little). */
 #define FK_WS_GROUP_M 8
-/* Registers per thread: 9 warps of 224 fill the register file (65536); a launch bound of 288
- * threads would make ptxas assume 384 (168 each), too few with block scales (two accumulator
- * sets of 64, two register-operand sets of 16 and the addresses: it spilled, and with wider
- * tiles it serialized the wgmmas, C7512). */
-#define FK_WS_MAXNREG 224
 
 #define FK_WS_LDE 72 /* halves per row of the epilogue's buffer (64 + 8) */
-/* Consumer registers of the three-warpgroup block (setmaxnreg; the producer warpgroup keeps 32):
- * each quarter of the register file holds three consumer warps and one producer warp,
- * 3 · 160 · 32 + 32 · 32 = 16384. */
-#define FK_WS3_CONSUMER_REGS 160
-#define FK_WS3_PRODUCER_REGS 32
 
-/* A block of NWG consumer warpgroups (64 weight rows each) and a producer. With two, the
- * producer is a ninth warp. Twelve consumer warps and a thirteenth would leave one quarter of
- * the register file four warps of at most 128 registers (too few for 64 accumulators and two
- * operand sets), so with three the producer is a fourth warpgroup that gives its registers to
- * the consumers (setmaxnreg). TMA boxes are at most 256 words wide: 192 weight rows (384 words
- * of 8 bytes per kb) come in two copies of 96, which land one after the other. */
-template <int BNA, int STAGES, int NWG>
+/* A block of NWG consumer warpgroups (64 weight rows each) and a producer. A warp's registers
+ * come from one quarter of the register file (16384), so with two consumer warpgroups and a
+ * ninth producer warp one quarter holds three warps of at most 168 registers: enough without
+ * block scales, too few with them (two accumulator sets of 64, two register-operand sets of 16
+ * and the addresses; compiled to 224 such a block never launched). Twelve consumer warps and a
+ * thirteenth would leave one quarter four warps of at most 128. So with block scales, and with
+ * three consumer warpgroups, the producer is a whole warpgroup that gives its registers to the
+ * consumers (setmaxnreg). The registers a consumer may take are those the producer gives back,
+ * no more: the block is allocated ENTRY_REGS per thread (its launch bound's share of the
+ * register file) and a setmaxnreg.inc beyond the pool waits forever (a first build asking
+ * 240 of 168 + 136 · 128 / 256 hung). 192 weight rows (384 words of 8 bytes per kb) come in
+ * two copies of 96, which land one after the other: TMA boxes are at most 256 words wide. */
+template <int BNA, int STAGES, int NWG, bool BLOCK = false>
 struct FkWsTile {
     static constexpr int WBN = 64 * NWG;               /* weight rows per tile */
     static constexpr int CONSUMERS = 128 * NWG;
-    static constexpr int THREADS = CONSUMERS + (NWG == 2 ? 32 : 128);
+    static constexpr bool PRODUCER_WG = NWG == 3 || BLOCK;
+    static constexpr int THREADS = CONSUMERS + (PRODUCER_WG ? 128 : 32);
+    static constexpr int ENTRY_REGS = (65536 / THREADS) & ~7, PRODUCER_REGS = 32;
+    static constexpr int CONSUMER_REGS = (ENTRY_REGS + (ENTRY_REGS - PRODUCER_REGS) * 128 / CONSUMERS) & ~7;
     static constexpr int WCOPIES = WBN > 128 ? 2 : 1;
     static constexpr int HROWS = WBN / WCOPIES;        /* weight rows per copy */
     static constexpr int ACT_BYTES = BNA * 128;
@@ -547,7 +548,7 @@ __device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, 
 template <int BNA, int STAGES, int NWG, bool BLOCK, bool SPLIT>
 __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUtensorMap *tm_w, const FkParams &p,
                                            const FkSkWork &w) {
-    typedef FkWsTile<BNA, STAGES, NWG> Tile;
+    typedef FkWsTile<BNA, STAGES, NWG, BLOCK> Tile;
     constexpr int NACC = BNA / 2, WBN = Tile::WBN, HROWS = Tile::HROWS;
     extern __shared__ uint4 fk_smem_ws[];
     const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_ws);
@@ -573,7 +574,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     FkSkIter it;
     it.init(w, blockIdx.x);
     if (warp >= 4 * NWG) {
-        if constexpr (NWG == 3) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(FK_WS3_PRODUCER_REGS));
+        if constexpr (Tile::PRODUCER_WG) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tile::PRODUCER_REGS));
         /* producer: one lane issues every copy */
         if (warp == 4 * NWG && lane == 0) {
             int s = 0;
@@ -600,7 +601,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     }
 
     /* consumers */
-    if constexpr (NWG == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(FK_WS3_CONSUMER_REGS));
+    if constexpr (Tile::PRODUCER_WG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tile::CONSUMER_REGS));
     const int t = lane & 3;
     const int nrow = 16 * warp + (lane >> 2); /* weight row (of WBN) of a0/a2; a1/a3: +8 */
     /* its records in a stage's weight copy (rows nrow and nrow + 8 lie in the same one) */
@@ -624,7 +625,20 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         const int n0 = tn * WBN, m0 = tm * BNA;
 #pragma unroll
         for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
+        /* Block scales of the open group, rows nrow and nrow + 8. With 64-row tiles they are
+         * loaded at the group's first chunk, so that the round trip overlaps the group's work:
+         * H100, block:128, M = 1024 and 4096, 1.04–1.07× faster than loading them after the
+         * wait at its end; with 128-row tiles, whose groups take twice as long, 0.96–1.03× (3 of
+         * the 4 shapes slower), so there they are loaded at the end. */
+        constexpr bool EARLY = BNA == 64;
+        float gs0 = 0.0f, gs8 = 0.0f;
         auto step = [&](int c, uint32_t(&a)[4][4]) {
+            if constexpr (BLOCK && EARLY) {
+                if ((c * 64) % p.G == 0) {
+                    gs0 = fk_block_scale(p, n0 + nrow, c * 64);
+                    gs8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
+                }
+            }
             fk_mbar_wait(bar_full + 8 * s, ph);
             const unsigned char *wst = g_base + s * Tile::STAGE_BYTES + Tile::ACT_BYTES;
             const uint32_t act = s_base + s * Tile::STAGE_BYTES;
@@ -656,9 +670,12 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                 if (((c + 1) * 64) % p.G == 0) {
                     fk_wgmma_wait0();
                     give_back(0);
-                    float s0 = fk_block_scale(p, n0 + nrow, c * 64), s8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
+                    if constexpr (!EARLY) {
+                        gs0 = fk_block_scale(p, n0 + nrow, c * 64);
+                        gs8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
+                    }
 #pragma unroll
-                    for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? s8 : s0, acc[i]);
+                    for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? gs8 : gs0, acc[i]);
                     return;
                 }
             }
@@ -722,8 +739,10 @@ __device__ __forceinline__ void fk_ws_whole(const CUtensorMap *tm_act, const CUt
 }
 #endif
 
+/* One block per multiprocessor: the launch bound tells ptxas the registers at entry, without
+ * which it ignores setmaxnreg. */
 template <int BNA, int STAGES, bool BLOCK>
-__global__ void __maxnreg__(FK_WS_MAXNREG)
+__global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 2, BLOCK>::THREADS, 1)
     fk_gemm_wgws(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     fk_ws_whole<BNA, STAGES, 2, BLOCK>(&tm_act, &tm_w, p);
@@ -749,8 +768,7 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
 }
 
 /* Three consumer warpgroups: 192 × BNA tiles, whole ones (no block scales: their second
- * accumulator set does not fit 160 registers). The launch bound of one block per
- * multiprocessor tells ptxas the registers at entry (128), without which it ignores setmaxnreg. */
+ * accumulator set does not fit 160 registers). */
 template <int BNA, int STAGES>
 __global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 3>::THREADS, 1)
     fk_gemm_wgws3(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {

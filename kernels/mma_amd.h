@@ -59,6 +59,9 @@ struct MmaAmd {
 
     static __host__ __device__ __forceinline__ int acc_row(int lane, int i) { return fk_wmma_cd_row(lane, i); }
     static __host__ __device__ __forceinline__ int acc_col(int lane, int i) { (void)i; return fk_wmma_cd_col(lane); }
+    /* All of a lane's accumulators of a tile lie in one column. */
+    static constexpr int NSC = 1;
+    static __host__ __device__ __forceinline__ int sc_of(int i) { (void)i; return 0; }
 
     static __device__ __forceinline__ void store(const FkParams &p, const float *c, int row0, int col0, int lane) {
         int col = col0 + acc_col(lane, 0);
