@@ -90,7 +90,7 @@ check-gpu-build:
 	$(if $(NO_DEPS),,@sh .ci/deps.sh $(GPU_GATE_DEBS))
 	@NVCC="$(NVCC)" sh .ci/check-gpu-build.sh
 # Device machine: the Debian packages the build needs, unpacked under .device/ (no registry there).
-DEVICE_DEBS := libcjson-dev libcjson1 libxxhash-dev libxxhash0 libzstd-dev libzstd1
+DEVICE_DEBS := libcjson-dev libcjson1 libxxhash-dev libxxhash0 libzstd-dev libzstd1 zstd
 # (GNU make itself goes along too, for images without it.)
 device-deps:
 	mkdir -p .device/debs .device/root .device/bin

@@ -21,6 +21,8 @@ export LIBRARY_PATH="$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}"
 export LD_LIBRARY_PATH="$LIBDIR:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 JOBS=$(nproc 2>/dev/null || echo 4)
 command -v make >/dev/null 2>&1 || export PATH="$PWD/.device/bin:$PATH"
+# the zstd program (the writer tests decompress its output with it) where the image lacks it
+command -v zstd >/dev/null 2>&1 || export PATH="$PATH:$ROOT/usr/bin"
 
 {
     date -u
