@@ -455,9 +455,11 @@ static bool fk_skinny_one_wave(long long n, int bn) {
  * of it per scheduler: 2, 3 and 5–6 warps there at the 204, 152 and 80 registers each form
  * needs); at 96 columns 7 warps were 0.5–1 % faster than 6 or 8. At 24 columns 24 warps where
  * each still gets 256 or more of K (K = 12288: 2–3 % faster than 21; K = 3072, where each gets
- * 128, 1 % slower). Block scales' second accumulator set takes 8 and 12 warps, and none at 12
- * fragments. On AMD (16-column fragments) only the forms that compile without scratch memory
- * for gfx11: 8 and 3 fragments, and 3 with block scales. Elsewhere 4-warp blocks, several per
+ * 128, 1 % slower). Block scales' second accumulator set and scales take 8 and 12 warps (233 and
+ * 122 registers on sm_90a), 15 at 3 fragments where each warp gets 256 or more of K (block:128,
+ * 3072×12288: 1.06× faster than 12; at K = 3072 1.05–1.07× slower), and none at 12 fragments.
+ * On AMD (16-column fragments) only the forms that compile without scratch memory for gfx11: 8
+ * and 3 fragments, and 3 with block scales. Elsewhere 4-warp blocks, several per
  * tile where the tiles are few.
  * fk_skinny16_form: the one-wave form's fragments per tile for n columns, or 0. */
 #if FK_NVIDIA
@@ -492,7 +494,10 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
 #endif
         break;
     case 3:
-        if constexpr (BLOCK) return fk_go_skinny<Mma, 1, 3, 12, true>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (BLOCK) {
+            if (p.K >= 15 * 256) return fk_go_skinny<Mma, 1, 3, 15, true>(p, st, ws_need, ws, ws_bytes);
+            return fk_go_skinny<Mma, 1, 3, 12, true>(p, st, ws_need, ws, ws_bytes);
+        }
         else if (p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, false>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_skinny<Mma, 1, 3, 21, false>(p, st, ws_need, ws, ws_bytes);
     }

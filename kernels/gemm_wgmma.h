@@ -628,8 +628,8 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         /* Block scales of the open group, rows nrow and nrow + 8. With 64-row tiles they are
          * loaded at the group's first chunk, so that the round trip overlaps the group's work:
          * H100, block:128, M = 1024 and 4096, 1.04–1.07× faster than loading them after the
-         * wait at its end; with 128-row tiles, whose groups take twice as long, 0.96–1.03× (3 of
-         * the 4 shapes slower), so there they are loaded at the end. */
+         * wait at its end; with 128-row tiles, whose groups take twice as long, 0.95–1.03×
+         * (slower at 7 of 8 points), so there they are loaded at the end. */
         constexpr bool EARLY = BNA == 64;
         float gs0 = 0.0f, gs8 = 0.0f;
         auto step = [&](int c, uint32_t(&a)[4][4]) {
