@@ -639,8 +639,12 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         const int cpg = BLOCK ? p.G / 64 : 1;
         int gc = BLOCK ? c0 % cpg : 0;
         auto step = [&](int c, uint32_t(&a)[4][4]) {
-            const bool opens = gc == 0, closes = gc == cpg - 1;
-            gc = closes ? 0 : gc + 1;
+            bool opens = false, closes = false;
+            if constexpr (BLOCK) {
+                opens = gc == 0;
+                closes = gc == cpg - 1;
+                gc = closes ? 0 : gc + 1;
+            }
             if constexpr (BLOCK && EARLY) {
                 if (opens) {
                     gs0 = fk_block_scale(p, n0 + nrow, c * 64);
