@@ -33,6 +33,10 @@ FK_HD int fk_mma_b_col(int lane) { return lane >> 2; }
 /* Accumulator i (0…3): row and column. */
 FK_HD int fk_mma_c_row(int lane, int i) { return (lane >> 2) + 8 * (i >> 1); }
 FK_HD int fk_mma_c_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
+/* A lane's accumulators lie in 2 columns: accumulator i in that of accumulator fk_mma_c_scol(i)
+ * (the kernels load one block scale per column, not per accumulator). */
+#define FK_MMA_C_NCOLS 2
+FK_HD int fk_mma_c_scol(int i) { return i & 1; }
 
 /* ---- the kernels' K permutation ---- */
 /* First k (within the super-step) of a lane's span, and the span's length, for a given P. */

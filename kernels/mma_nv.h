@@ -98,8 +98,8 @@ struct MmaNv {
     static __host__ __device__ __forceinline__ int acc_row(int lane, int i) { return fk_mma_c_row(lane, i); }
     static __host__ __device__ __forceinline__ int acc_col(int lane, int i) { return fk_mma_c_col(lane, i); }
     /* A lane's accumulators of a tile lie in NSC columns: accumulator i in column sc_of(i)'s. */
-    static constexpr int NSC = 2;
-    static __host__ __device__ __forceinline__ int sc_of(int i) { return i & 1; }
+    static constexpr int NSC = FK_MMA_C_NCOLS;
+    static __host__ __device__ __forceinline__ int sc_of(int i) { return fk_mma_c_scol(i); }
 
     /* Epilogue of one tile: accumulators 0,1 and 2,3 are column pairs. */
     static __device__ __forceinline__ void store(const FkParams &p, const float *c, int row0, int col0, int lane) {

@@ -163,6 +163,9 @@ TEST(gpu_layout_mma_maps_match_the_ptx_isa) {
         for (int i = 0; i < 4; i++) {
             CHECK_EQ_U(fk_mma_c_row(l, i), doc_c_row(l, i));
             CHECK_EQ_U(fk_mma_c_col(l, i), doc_c_col(l, i));
+            /* the block scale loaded for accumulator i's column is its column's */
+            CHECK(fk_mma_c_scol(i) >= 0 && fk_mma_c_scol(i) < FK_MMA_C_NCOLS);
+            CHECK_EQ_U(fk_mma_c_col(l, fk_mma_c_scol(i)), doc_c_col(l, i));
         }
     }
 }
