@@ -215,8 +215,8 @@ __device__ __forceinline__ void fk_ld_f32(const float *ptr, float *v) {
     }
 }
 
-template <class Mma, int MI, int NJ, int W, bool BLOCK>
-__global__ void __launch_bounds__(W * 32, 1) fk_gemm_skinny(FkParams p) {
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1>
+__global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
     /* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96
      * columns and 6 warps, one column each made 8 rounds of dependent loads and stores at
@@ -401,11 +401,11 @@ static hipError_t fk_launch_dependent(Kern kern, int &has, dim3 grid, dim3 block
     return hipGetLastError();
 }
 
-template <class Mma, int MI, int NJ, int W, bool BLOCK>
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     constexpr int BN = NJ * Mma::TN;
     constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
-    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK>;
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB>;
     if (p.M > MI * 16) return hipErrorInvalidValue;
     const int ntiles = (p.N + BN - 1) / BN;
     const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
@@ -440,11 +440,11 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
     return fk_launch_dependent(kern, dependent, grid, dim3(W * 32), SMEM, st, p);
 }
 
-/* Whether n columns in tiles of bn make one wave of one block per multiprocessor that leaves
- * at most a tenth of them idle. */
-static bool fk_skinny_one_wave(long long n, int bn) {
-    const long long tiles = (n + bn - 1) / bn, sms = fk_sm_count();
-    return tiles <= sms && tiles * 10 >= sms * 9;
+/* Whether n columns in tiles of bn make one wave of per_sm blocks per multiprocessor that
+ * leaves at most a tenth of the places idle. */
+static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
+    const long long tiles = (n + bn - 1) / bn, slots = (long long)per_sm * fk_sm_count();
+    return tiles <= slots && tiles * 10 >= slots * 9;
 }
 
 /* M ≤ 16. Where the column tiles of 12, 8 or 3 fragments (96, 64 or 24 columns on NVIDIA)
@@ -457,7 +457,10 @@ static bool fk_skinny_one_wave(long long n, int bn) {
  * each still gets 256 or more of K (K = 12288: 2–3 % faster than 21; K = 3072, where each gets
  * 128, 1 % slower). Block scales' second accumulator set and scales take 8 and 12 warps (233 and
  * 122 registers on sm_90a), 15 at 3 fragments where each warp gets 256 or more of K (block:128,
- * 3072×12288: 1.06× faster than 12; at K = 3072 1.05–1.07× slower), and none at 12 fragments.
+ * 3072×12288: 1.06× faster than 12; at K = 3072 1.05–1.07× slower), and none at 12 fragments:
+ * N = 12288 takes 6 fragments (48 columns) in two blocks of 6 warps per multiprocessor instead
+ * (3 warps per scheduler at 168 registers; 40 bytes spill at P = 4), 1.22–1.26× faster than the
+ * 4-warp blocks it used before (block:128, back to back on the H100, M = 1 22.4 → 17.7 µs).
  * On AMD (16-column fragments) only the forms that compile without scratch memory for gfx11: 8
  * and 3 fragments, and 3 with block scales. Elsewhere 4-warp blocks, several per
  * tile where the tiles are few.
@@ -469,14 +472,18 @@ static bool fk_skinny_one_wave(long long n, int bn) {
 #define FK_SKINNY16_NJ 4
 #define FK_FRAG_TN (MmaAmd::TN)
 #endif
+struct FkSkinnyForm {
+    int nj, per_sm; /* fragments per column tile, blocks per multiprocessor */
+};
 static int fk_skinny16_form(long long n, bool block) {
 #if FK_NVIDIA
-    static const int forms[] = {12, 8, 3, 0}, block_forms[] = {8, 3, 0};
+    static const FkSkinnyForm forms[] = {{12, 1}, {8, 1}, {3, 1}, {0, 0}};
+    static const FkSkinnyForm block_forms[] = {{8, 1}, {3, 1}, {6, 2}, {0, 0}};
 #else
-    static const int forms[] = {8, 3, 0}, block_forms[] = {3, 0};
+    static const FkSkinnyForm forms[] = {{8, 1}, {3, 1}, {0, 0}}, block_forms[] = {{3, 1}, {0, 0}};
 #endif
-    for (const int *f = block ? block_forms : forms; *f; f++)
-        if (fk_skinny_one_wave(n, *f * FK_FRAG_TN)) return *f;
+    for (const FkSkinnyForm *f = block ? block_forms : forms; f->nj; f++)
+        if (fk_skinny_one_wave(n, f->nj * FK_FRAG_TN, f->per_sm)) return f->nj;
     return 0;
 }
 template <class Mma, bool BLOCK>
@@ -491,8 +498,11 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false>(p, st, ws_need, ws, ws_bytes);
 #if FK_NVIDIA
         else return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
-#endif
         break;
+    case 6:
+        if constexpr (BLOCK) return fk_go_skinny<Mma, 1, 6, 6, true, 2>(p, st, ws_need, ws, ws_bytes);
+        break;
+#endif
     case 3:
         if constexpr (BLOCK) {
             if (p.K >= 15 * 256) return fk_go_skinny<Mma, 1, 3, 15, true>(p, st, ws_need, ws, ws_bytes);
