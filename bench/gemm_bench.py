@@ -192,7 +192,7 @@ def main():
         for (n, k) in shapes:
             for m in ms:
                 if mode != "tensor" and m not in (16, 64, 1024, 4096):
-                    continue  # other scale modes: fewer sizes
+                    continue  # other scale modes: two bandwidth-bound and two compute-bound sizes
                 p = Problem(m, n, k, mode, group, dev)
                 ref = p.reference()
                 rec = {"mode": f"{mode}:{group}" if group else mode, "m": m, "n": n, "k": k, "ours": {}}

@@ -498,7 +498,9 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false>(p, st, ws_need, ws, ws_bytes);
 #if FK_NVIDIA
         else return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
+#endif
         break;
+#if FK_NVIDIA
     case 6:
         if constexpr (BLOCK) return fk_go_skinny<Mma, 1, 6, 6, true, 2>(p, st, ws_need, ws, ws_bytes);
         break;
@@ -841,8 +843,8 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
         /* Hopper above M = 32: the warp-specialised wgmma kernels, whole tiles or stream-K
          * (H100 measurements at M = 48…4096: as fast as or faster than the cp.async wgmma and
          * the tiled kernels at every benchmarked shape) */
+        const long long sms = fk_sm_count();
         if (kind != FK_SCALE_BLOCK) {
-            const long long sms = fk_sm_count();
             if (m < 256) {
                 /* Stream-K where whole tiles (of 64 rows of A up to M = 64, else 128) would leave
                  * a third of the multiprocessors or more idle, with 64-row tiles where the weight
@@ -874,7 +876,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * 1.33–1.45× as long in all); so always at M ≤ 64, and above where the 128-row tiles
          * leave most multiprocessors idle (N = 3072, M = 256: 1.4× faster). Few 64-row tiles
          * with a long K: the tiled kernel, which splits K (3072×12288, M = 64: 65 µs, ws64 98). */
-        const long long sms = fk_sm_count(), t64 = ((n + 127) / 128) * ((m + 63) / 64);
+        const long long t64 = ((n + 127) / 128) * ((m + 63) / 64);
         if (m >= 256 || t64 >= 64 || k <= 4096) {
             const long long w64 = (t64 + sms - 1) / sms, w128 = (((n + 127) / 128) * ((m + 127) / 128) + sms - 1) / sms;
             return 2 * w64 < 3 * w128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;

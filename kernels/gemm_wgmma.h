@@ -161,6 +161,13 @@ __device__ __forceinline__ void fk_wg_mma_p(float *d, const uint32_t *a, uint64_
     else fk_wgmma_m64n64k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
 }
 
+/* Block scales of weight rows n and n + 8 (a thread's two accumulator rows) for the group
+ * holding k. */
+__device__ __forceinline__ void fk_wg_scales(const FkParams &p, int n, int k, float &s0, float &s8) {
+    s0 = fk_block_scale(p, n, k);
+    s8 = fk_block_scale(p, n + 8, k);
+}
+
 __device__ __forceinline__ void fk_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void fk_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void fk_wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
@@ -286,7 +293,8 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
                 /* the scales loaded here, not at the group's start: that measured 5–10 % slower
                  * in this kernel (H100, block:128, M = 64…4096), unlike fk_ws_body */
                 fk_wgmma_wait0();
-                float s0 = fk_block_scale(p, n0 + nrow, c * 64), s8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
+                float s0, s8;
+                fk_wg_scales(p, n0 + nrow, c * 64, s0, s8);
 #pragma unroll
                 for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? s8 : s0, acc[i]);
                 return;
@@ -646,10 +654,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                 gc = closes ? 0 : gc + 1;
             }
             if constexpr (BLOCK && EARLY) {
-                if (opens) {
-                    gs0 = fk_block_scale(p, n0 + nrow, c * 64);
-                    gs8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
-                }
+                if (opens) fk_wg_scales(p, n0 + nrow, c * 64, gs0, gs8);
             }
             fk_mbar_wait(bar_full + 8 * s, ph);
             const unsigned char *wst = g_base + s * Tile::STAGE_BYTES + Tile::ACT_BYTES;
@@ -682,10 +687,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                 if (closes) {
                     fk_wgmma_wait0();
                     give_back(0);
-                    if constexpr (!EARLY) {
-                        gs0 = fk_block_scale(p, n0 + nrow, c * 64);
-                        gs8 = fk_block_scale(p, n0 + nrow + 8, c * 64);
-                    }
+                    if constexpr (!EARLY) fk_wg_scales(p, n0 + nrow, c * 64, gs0, gs8);
 #pragma unroll
                     for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? gs8 : gs0, acc[i]);
                     return;
