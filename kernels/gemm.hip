@@ -28,34 +28,43 @@
 
 #define FK_SKINNY_WARM 2 /* super-steps per warp prefetched before the previous kernel ends */
 
-/* Block scales of the group a warp is summing, one per column of its accumulators. They are
- * loaded when the group opens, so that the round trip to L2 overlaps the group's work: loaded
- * at its end, after the last product, every group cost each warp a dependent load (the skinny
- * kernel then issued its next weight loads that much later). */
+/* Block scales of the group a warp is summing, for the NJ·TN columns of its accumulators. They
+ * are loaded when the group opens, so that the round trip to L2 overlaps the group's work:
+ * loaded at its end, after the last product, every group cost each warp a dependent load (the
+ * skinny kernel then issued its next weight loads that much later). Each lane keeps the scales
+ * of columns lane, lane + 32, ... and the flush fetches the ones its accumulators need from the
+ * lane that holds them (a shuffle): held as the accumulators' columns (two per tile and lane on
+ * NVIDIA, repeated in every row of lanes), they took 2·NJ registers per lane instead of
+ * ⌈NJ·TN / 32⌉, and as many loads per group. */
 template <class Mma, int NJ>
 struct FkGroupScales {
-    float s[NJ][Mma::NSC];
+    static constexpr int COLS = NJ * Mma::TN, SPL = (COLS + 31) / 32;
+    static_assert(32 % Mma::TN == 0, "a tile's columns lie in one register of the lanes");
+    float s[SPL];
 };
 template <class Mma, int NJ>
 __device__ __forceinline__ void fk_group_scales(FkGroupScales<Mma, NJ> &g, const FkParams &p, int col0, int k, int lane) {
+    typedef FkGroupScales<Mma, NJ> G;
 #pragma unroll
-    for (int nj = 0; nj < NJ; nj++)
-#pragma unroll
-        for (int j = 0; j < Mma::NSC; j++) g.s[nj][j] = fk_block_scale(p, col0 + nj * Mma::TN + Mma::acc_col(lane, j), k);
+    for (int i = 0; i < G::SPL; i++)
+        g.s[i] = G::COLS % 32 == 0 || lane + 32 * i < G::COLS ? fk_block_scale(p, col0 + lane + 32 * i, k) : 0.0f;
 }
 
-/* acc += accg · s (per column, the group's scales g); accg = 0. */
+/* acc += accg · s (per column, the group's scales g); accg = 0. Called by whole warps. */
 template <class Mma, int MI, int NJ>
 __device__ __forceinline__ void fk_flush(float (&acc)[MI][NJ][Mma::NACC], float (&accg)[MI][NJ][Mma::NACC],
-                                         const FkGroupScales<Mma, NJ> &g) {
+                                         const FkGroupScales<Mma, NJ> &g, int lane) {
 #pragma unroll
     for (int nj = 0; nj < NJ; nj++) {
+        float s[Mma::NSC];
+#pragma unroll
+        for (int j = 0; j < Mma::NSC; j++)
+            s[j] = fk_shfl(g.s[nj * Mma::TN / 32], (nj * Mma::TN + Mma::acc_col(lane, j)) % 32);
 #pragma unroll
         for (int i = 0; i < Mma::NACC; i++) {
-            const float s = g.s[nj][Mma::sc_of(i)];
 #pragma unroll
             for (int mi = 0; mi < MI; mi++) {
-                acc[mi][nj][i] = fmaf(accg[mi][nj][i], s, acc[mi][nj][i]);
+                acc[mi][nj][i] = fmaf(accg[mi][nj][i], s[Mma::sc_of(i)], acc[mi][nj][i]);
                 accg[mi][nj][i] = 0.0f;
             }
         }
@@ -141,14 +150,14 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
                     }
             }
             if constexpr (BLOCK) {
-                if ((kbase + Mma::KSS) % p.G == 0) fk_flush<Mma, MI, NJ>(acc, accg, gsc);
+                if ((kbase + Mma::KSS) % p.G == 0) fk_flush<Mma, MI, NJ>(acc, accg, gsc, lane);
             }
         }
     }
 
     if constexpr (BLOCK) {
         /* a split may end inside a group: add what is left (zeros when it ended on a boundary) */
-        if (p.splits > 1 && c_hi > c_lo) fk_flush<Mma, MI, NJ>(acc, accg, gsc);
+        if (p.splits > 1 && c_hi > c_lo) fk_flush<Mma, MI, NJ>(acc, accg, gsc, lane);
     }
 
     if (p.splits == 1) {
@@ -283,7 +292,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
                 }
         if constexpr (BLOCK) {
             /* at a group's end, and at the end of this warp's run (which may stop mid-group) */
-            if ((ss + 1) * Mma::KSS % p.G == 0 || ss + 1 == ss_hi) fk_flush<Mma, MI, NJ>(acc, accg, cur.g);
+            if ((ss + 1) * Mma::KSS % p.G == 0 || ss + 1 == ss_hi) fk_flush<Mma, MI, NJ>(acc, accg, cur.g, lane);
         }
         cur = nxt;
     }
@@ -455,12 +464,13 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
  * of it per scheduler: 2, 3 and 5–6 warps there at the 204, 152 and 80 registers each form
  * needs); at 96 columns 7 warps were 0.5–1 % faster than 6 or 8. At 24 columns 24 warps where
  * each still gets 256 or more of K (K = 12288: 2–3 % faster than 21; K = 3072, where each gets
- * 128, 1 % slower). Block scales' second accumulator set and scales take 8 and 12 warps (233 and
- * 122 registers on sm_90a), 15 at 3 fragments where each warp gets 256 or more of K (block:128,
- * 3072×12288: 1.06× faster than 12; at K = 3072 1.05–1.07× slower), and none at 12 fragments:
- * N = 12288 takes 6 fragments (48 columns) in two blocks of 6 warps per multiprocessor instead
- * (3 warps per scheduler at 168 registers; 40 bytes spill at P = 4), 1.22–1.26× faster than the
- * 4-warp blocks it used before (block:128, back to back on the H100, M = 1 22.4 → 17.7 µs).
+ * 128, 1 % slower). Block scales' second accumulator set and scales take 8 and 12 warps (196 and
+ * 106 registers on sm_90a), 18 at 3 fragments (96 registers) where each warp gets 256 or more of
+ * K (block:128, 3072×12288 back to back on the H100: 1.03–1.04× faster than 15, and 15 than 12;
+ * at K = 3072 18 and 15 warps were 1.03–1.04× slower than 12), and none at 12 fragments: N =
+ * 12288 takes 6 fragments (48 columns) in two blocks of 6 warps per multiprocessor instead (3
+ * warps per scheduler, 158 registers), 1.2× faster than the 4-warp blocks it used before; 96
+ * columns in 6 warps of 255 registers measured 1.15× slower than that.
  * On AMD (16-column fragments) only the forms that compile without scratch memory for gfx11: 8
  * and 3 fragments, and 3 with block scales. Elsewhere 4-warp blocks, several per
  * tile where the tiles are few.
@@ -507,7 +517,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
 #endif
     case 3:
         if constexpr (BLOCK) {
-            if (p.K >= 15 * 256) return fk_go_skinny<Mma, 1, 3, 15, true>(p, st, ws_need, ws, ws_bytes);
+            if (p.K >= 18 * 256) return fk_go_skinny<Mma, 1, 3, 18, true>(p, st, ws_need, ws, ws_bytes);
             return fk_go_skinny<Mma, 1, 3, 12, true>(p, st, ws_need, ws, ws_bytes);
         }
         else if (p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, false>(p, st, ws_need, ws, ws_bytes);

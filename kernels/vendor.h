@@ -181,6 +181,15 @@ __device__ __forceinline__ float fk_shfl_xor16(float v, int mask) {
 #endif
 }
 
+/* ---- v of lane src of the (whole, converged) warp ---- */
+__device__ __forceinline__ float fk_shfl(float v, int src) {
+#if FK_NVIDIA
+    return __shfl_sync(0xffffffffu, v, src);
+#else
+    return __shfl(v, src, 32);
+#endif
+}
+
 /* ---- back-to-back launches (programmatic dependent launch, sm_90+) ----
  * A kernel launched with programmatic stream serialisation may start while the kernel before
  * it in the stream is still finishing, once every block of that one has called
