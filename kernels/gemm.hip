@@ -59,7 +59,7 @@ __device__ __forceinline__ void fk_flush(float (&acc)[MI][NJ][Mma::NACC], float 
         float s[Mma::NSC];
 #pragma unroll
         for (int j = 0; j < Mma::NSC; j++)
-            s[j] = fk_shfl(g.s[nj * Mma::TN / 32], (nj * Mma::TN + Mma::acc_col(lane, j)) % 32);
+            s[j] = fk_shfl(g.s[fk_gsc_reg(nj, Mma::TN)], fk_gsc_lane(nj, Mma::TN, Mma::acc_col(lane, j)));
 #pragma unroll
         for (int i = 0; i < Mma::NACC; i++) {
 #pragma unroll

@@ -170,6 +170,29 @@ TEST(gpu_layout_mma_maps_match_the_ptx_isa) {
     }
 }
 
+/* A warp's block scales as fk_group_scales loads them (lane l holds columns l, l + 32, …;
+ * columns past the tile read as -1 here) and as fk_flush fetches them: every accumulator of
+ * every fragment must get its own column's scale, on both vendors' accumulator layouts. */
+static int held_column(int nj_count, int tn, int reg, int lane) {
+    const int col = lane + 32 * reg;
+    return reg < (nj_count * tn + 31) / 32 && col < nj_count * tn ? col : -1;
+}
+
+TEST(gpu_layout_block_scales_reach_every_accumulator) {
+    for (int nj_count = 1; nj_count <= 12; nj_count++)
+        for (int nj = 0; nj < nj_count; nj++)
+            for (int l = 0; l < 32; l++) {
+                /* NVIDIA: 8-column fragments, a lane's accumulators in two columns */
+                for (int i = 0; i < 4; i++) {
+                    const int c = fk_mma_c_col(l, fk_mma_c_scol(i));
+                    CHECK_EQ_U(held_column(nj_count, 8, fk_gsc_reg(nj, 8), fk_gsc_lane(nj, 8, c)), nj * 8 + doc_c_col(l, i));
+                }
+                /* AMD: 16-column fragments, one column per lane */
+                CHECK_EQ_U(held_column(nj_count, 16, fk_gsc_reg(nj, 16), fk_gsc_lane(nj, 16, fk_wmma_cd_col(l))),
+                           nj * 16 + doc_wmma_d_col(l));
+            }
+}
+
 TEST(gpu_layout_mma_emulated_superstep_product_every_p) {
     uint32_t s = 777;
     for (int P = 1; P <= 4; P *= 2) {
