@@ -466,11 +466,11 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
  * each still gets 256 or more of K (K = 12288: 2–3 % faster than 21; K = 3072, where each gets
  * 128, 1 % slower). Block scales' second accumulator set and scales take 8 and 12 warps (196 and
  * 106 registers on sm_90a), 18 at 3 fragments (96 registers) where each warp gets 256 or more of
- * K (block:128, 3072×12288 back to back on the H100: 1.03–1.04× faster than 15, and 15 than 12;
- * at K = 3072 18 and 15 warps were 1.03–1.04× slower than 12), and none at 12 fragments: N =
- * 12288 takes 6 fragments (48 columns) in two blocks of 6 warps per multiprocessor instead (3
- * warps per scheduler, 158 registers), 1.2× faster than the 4-warp blocks it used before; 96
- * columns in 6 warps of 255 registers measured 1.15× slower than that.
+ * K (block:128, 3072×12288 back to back on the H100: 1.03–1.04× faster than 15, which was 1.06×
+ * faster than 12; at K = 3072 18 and 15 warps were 1.03–1.04× slower than 12), and none at 12
+ * fragments: N = 12288 takes 6 fragments (48 columns) in two blocks of 6 warps per
+ * multiprocessor instead (3 warps per scheduler, 158 registers), 1.2× faster than the 4-warp
+ * blocks it used before; 96 columns in 6 warps of 255 registers measured 1.15× slower.
  * On AMD (16-column fragments) only the forms that compile without scratch memory for gfx11: 8
  * and 3 fragments, and 3 with block scales. Elsewhere 4-warp blocks, several per
  * tile where the tiles are few.
