@@ -190,6 +190,15 @@ __device__ __forceinline__ float fk_shfl(float v, int src) {
 #endif
 }
 
+/* ---- all lanes of the (converged) warp meet here; memory accesses are not moved across it ---- */
+__device__ __forceinline__ void fk_syncwarp() {
+#if FK_NVIDIA
+    __syncwarp();
+#else
+    __builtin_amdgcn_wave_barrier();
+#endif
+}
+
 /* ---- back-to-back launches (programmatic dependent launch, sm_90+) ----
  * A kernel launched with programmatic stream serialisation may start while the kernel before
  * it in the stream is still finishing, once every block of that one has called
