@@ -6,7 +6,7 @@ single calls, cycling over the builds three times so that drift hits all of them
 Variant 0 is each build's own pick; a variant a build does not have is left out for it ("-").
 
     python3 bench/gemm_ab.py NAME=path/libfeather_kernels.so NAME=... [--variants 0,1,2]
-        [--ms 1,16] [--mode tensor|channel|block:G]
+        [--ms 1,16] [--mode tensor|channel|block:G] [--shapes NxK,NxK,...]
 """
 import argparse
 import sys
@@ -34,7 +34,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ms", default="1,16", help="rows of A")
     ap.add_argument("--mode", default="tensor", help="scale mode: tensor, channel or block:G")
+    ap.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES), help="N x K of the weights")
     args = ap.parse_args()
+    shapes = [tuple(int(x) for x in sh.split("x")) for sh in args.shapes.split(",")]
     libs = [(a.split("=", 1)[0], gb.load(a.split("=", 1)[1])) for a in args.libs]
     variants = [int(v) for v in args.variants.split(",")]
     ms = [int(m) for m in args.ms.split(",")]
@@ -51,7 +53,7 @@ def main():
         print(f"# dependent chains, {name}: {'FAILED ' + str(failed) if failed else 'ok'}", flush=True)
         bad = bad or bool(failed)
     res = {}
-    for (n, k) in SHAPES:
+    for (n, k) in shapes:
         for m in ms:
             p = gb.Problem(m, n, k, mode, int(group), dev)
             ncopy = max(2, min(20, -(-(200 << 20) // (n * k))))
@@ -67,7 +69,7 @@ def main():
             torch.cuda.empty_cache()
     print("back to back us per call, lowest of the rounds [each round] (single call, lowest)")
     print("shape M variant | " + " | ".join(name for name, _ in libs))
-    for (n, k) in SHAPES:
+    for (n, k) in shapes:
         for m in ms:
             for v in variants:
                 cells = []

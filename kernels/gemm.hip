@@ -225,7 +225,7 @@ __device__ __forceinline__ void fk_ld_f32(const float *ptr, float *v) {
     }
 }
 
-template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1>
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK>
 __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
     /* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96
@@ -277,12 +277,12 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
 #pragma unroll
     for (int e = 0; e < V; e++) fc[e] = mycol + e < p.N ? fk_col(p, mycol + e) : FkCol{1.0f, 0.0f};
 
-    /* With block scales the next super-step's rows of A are loaded after this one's products
-     * and flush rather than beside its weight (H100 back to back, block:128: 1.06–1.13× faster at
-     * M = 1 and 16, e.g. 8192² 27.5 → 24.3 µs; M = 32 1.30–1.75× but 8192², 5 % slower; with
-     * tensor scales 0.5–1.7 % slower, so not there). The weight loads, whose latency is DRAM's,
-     * go out first either way. */
-    constexpr bool A_LATE = BLOCK;
+    /* A_LATE: the next super-step's rows of A are loaded after this one's products (and flush)
+     * rather than beside its weight; the weight loads, whose latency is DRAM's, go out first
+     * either way. With block scales always (H100 back to back, block:128: 1.06–1.13× faster at
+     * M = 1 and 16, e.g. 8192² 27.5 → 24.3 µs); with tensor scales the one-fragment forms keep
+     * the old order (0.5–1.7 % slower with it), and the M ≤ 32 kernel takes whichever order's
+     * grid fills the GPU better (fk_go_skinny32). */
     FkSkinnyFrags<Mma, MI, NJ> cur, nxt;
     if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ, BLOCK>(cur, p, ss_lo * Mma::KSS, n0, lane, true, cur.g);
     for (int ss = ss_lo; ss < ss_hi; ss++) {
@@ -424,14 +424,16 @@ static hipError_t fk_launch_dependent(Kern kern, int &has, dim3 grid, dim3 block
     return hipGetLastError();
 }
 
-template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1>
-static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+/* A skinny kernel's launch: its blocks per multiprocessor (occ), K splits and tiles. */
+struct FkSkinnyGrid {
+    int occ, splits, ntiles;
+    hipError_t prepared;
+};
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK>
+static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     constexpr int BN = NJ * Mma::TN;
     constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
-    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB>;
-    if (p.M > MI * 16) return hipErrorInvalidValue;
-    const int ntiles = (p.N + BN - 1) / BN;
-    const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE>;
     /* As many blocks as fit on the GPU at once (no second, mostly idle wave), but every warp
      * gets at least 2 super-steps. (No carveout preference: the L1 keeps A's rows for the
      * warps of a multiprocessor.) */
@@ -442,13 +444,29 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
             prepared = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
         if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, W * 32, SMEM) != hipSuccess || occ < 1) occ = 1;
     }
-    if (prepared != hipSuccess) return prepared;
-    int target = occ * fk_sm_count();
-    int splits = target / ntiles;
+    FkSkinnyGrid g;
+    g.occ = occ;
+    g.prepared = prepared;
+    g.ntiles = (p.N + BN - 1) / BN;
+    const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
+    int splits = occ * fk_sm_count() / g.ntiles;
     int maxs = nss / (2 * W);
     if (splits > maxs) splits = maxs;
     if (splits < 1) splits = 1;
-    if (ntiles > FK_MAX_COUNTERS) splits = 1;
+    if (g.ntiles > FK_MAX_COUNTERS) splits = 1;
+    g.splits = splits;
+    return g;
+}
+
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK>
+static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    constexpr int BN = NJ * Mma::TN;
+    constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE>;
+    if (p.M > MI * 16) return hipErrorInvalidValue;
+    const FkSkinnyGrid g = fk_skinny_grid<Mma, MI, NJ, W, BLOCK, MINB, A_LATE>(p);
+    if (g.prepared != hipSuccess) return g.prepared;
+    const int ntiles = g.ntiles, splits = g.splits;
     size_t need = splits > 1 ? FK_COUNTER_BYTES + (size_t)splits * p.M * p.N * sizeof(float) : 0;
     if (ws_need) {
         *ws_need = need;
@@ -461,6 +479,29 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
     dim3 grid(ntiles, splits);
     static int dependent = -1;
     return fk_launch_dependent(kern, dependent, grid, dim3(W * 32), SMEM, st, p);
+}
+
+/* Fill of one wave (0 where the grid takes more than one). */
+static double fk_wave_fill(const FkSkinnyGrid &g) {
+    const double blocks = (double)g.ntiles * g.splits, slots = (double)g.occ * fk_sm_count();
+    return blocks <= slots ? blocks / slots : 0.0;
+}
+
+/* M ≤ 32: the two orders of A's loads compile to different register counts (sm_90a: 145 and
+ * 120 with tensor scales, 186 and 162 with block scales), so to different blocks per
+ * multiprocessor and grids. The later order, with more blocks, unless the earlier one's grid
+ * fills one wave to 85 % or more and the later one's fills it less, by 5 points or more
+ * (H100, M = 32, 14 shapes side by side: tensor scales 1.04–1.54× faster where that takes the
+ * later order, e.g. 14336×4096 37.9 → 24.6 µs, 8192² 33.9 → 28.9, and up to 1.2× slower where
+ * it keeps the earlier one, e.g. 12288×3072 16.1 against 19.0; with block scales the same rule
+ * keeps 8192², 8192×28672 and 2048² 5–6 % faster in the earlier order and is 5–7 % off at
+ * 14336×4096 and 13824×5120, which take the later one). */
+template <class Mma, bool BLOCK>
+static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+    const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false>(p));
+    const double late = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true>(p));
+    if (early >= 0.85 && late < early - 0.05) return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, false>(p, st, ws_need, ws, ws_bytes);
+    return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, true>(p, st, ws_need, ws, ws_bytes);
 }
 
 /* Whether n columns in tiles of bn make one wave of per_sm blocks per multiprocessor that
@@ -771,7 +812,7 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
      * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
     switch (variant) {
     case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY32: return fk_go_skinny32<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64:
         if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 4, 2, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_tiled<Mma, 1, 4, 4, 4, 4, 3, BLOCK>(p, st, ws_need, ws, ws_bytes);
@@ -817,7 +858,7 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
 #else
     switch (variant) {
     case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY32: return fk_go_skinny<Mma, 2, 4, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY32: return fk_go_skinny32<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
     case FK_VARIANT_TILE256:
