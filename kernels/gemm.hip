@@ -897,10 +897,13 @@ static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
     /* M ≤ 16 (H100 measurements): the skinny16 kernel's one-wave forms where they apply (see
      * fk_go_skinny16); else the M ≤ 32 kernel's narrower column tiles without block scales
-     * unless the weight is large (more than ~40 M bytes). */
+     * unless the weight is large (more than ~40 M bytes) and M ≤ 8. */
     if (m <= 16) {
         if (fk_skinny16_form(n, kind == FK_SCALE_BLOCK)) return FK_VARIANT_SKINNY16;
-        return kind != FK_SCALE_BLOCK && n * k <= (40ll << 20) ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
+        /* With 9–16 rows the M ≤ 32 kernel also where the weight is large (H100, M = 16, tensor
+         * scales: 1.02–1.15× the 4-warp skinny16 at 11008×4096, 4096×11008, 14336×4096,
+         * 4096×14336, 13824×5120, 28672×8192; at M = 1 between 2.8 % slower and 13 % faster) */
+        return kind != FK_SCALE_BLOCK && (n * k <= (40ll << 20) || m > 8) ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
     }
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
