@@ -491,9 +491,9 @@ static double fk_wave_fill(const FkSkinnyGrid &g) {
  * 120 with tensor scales, 186 and 162 with block scales), so to different blocks per
  * multiprocessor and grids. The later order, with more blocks, unless the earlier one's grid
  * fills one wave to 85 % or more and the later one's fills it less, by 5 points or more
- * (H100, M = 32, 14 shapes side by side: tensor scales 1.04–1.54× faster where that takes the
- * later order, e.g. 14336×4096 37.9 → 24.6 µs, 8192² 33.9 → 28.9, and up to 1.2× slower where
- * it keeps the earlier one, e.g. 12288×3072 16.1 against 19.0; with block scales the same rule
+ * (H100, M = 32, 14 shapes side by side: with tensor scales the later order is up to 1.54×
+ * faster where the rule takes it, e.g. 14336×4096 37.9 → 24.6 µs, 8192² 33.9 → 28.9, and up to
+ * 1.2× slower where it does not, e.g. 12288×3072 16.1 against 19.0; with block scales the rule
  * keeps 8192², 8192×28672 and 2048² 5–6 % faster in the earlier order and is 5–7 % off at
  * 14336×4096 and 13824×5120, which take the later one). */
 template <class Mma, bool BLOCK>
