@@ -203,10 +203,11 @@ __device__ __forceinline__ void fk_syncwarp() {
  * A kernel launched with programmatic stream serialisation may start while the kernel before
  * it in the stream is still finishing, once every block of that one has called
  * fk_grid_release or exited. Until fk_grid_wait returns (the previous kernel complete, its
- * writes visible) it must not read what earlier work wrote nor write anything: it may only
- * warm L2 (fk_prefetch_l2; L2 is coherent for every multiprocessor, so a line prefetched
- * before another kernel writes it is not stale). Without the launch attribute both calls do
- * nothing. No-ops elsewhere. */
+ * writes visible) it must not read what earlier work wrote nor write anything: it may warm
+ * L2 (fk_prefetch_l2; L2 is coherent for every multiprocessor, so a line prefetched before
+ * another kernel writes it is not stale) and read what the kernel before it does not write
+ * (the matrix product: its weight and block scales, see fk_gemm). Without the launch
+ * attribute both calls do nothing. No-ops elsewhere. */
 #if FK_NVIDIA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define FK_GRID_DEPENDENCY 1
 #endif
