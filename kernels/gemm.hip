@@ -558,6 +558,14 @@ static int fk_skinny16_form(long long n, bool block) {
         if (fk_skinny_one_wave(n, f->nj * FK_FRAG_TN, f->per_sm)) return f->nj;
     return 0;
 }
+/* One wave's fill by the 4-warp skinny16 blocks without block scales (0: more than a wave). */
+static double fk_skinny16_fill(const FkParams &p) {
+#if FK_NVIDIA
+    return fk_wave_fill(fk_skinny_grid<MmaNv<4>, 1, FK_SKINNY16_NJ, 4, false>(p));
+#else
+    return fk_wave_fill(fk_skinny_grid<MmaAmd, 1, FK_SKINNY16_NJ, 4, false>(p));
+#endif
+}
 template <class Mma, bool BLOCK>
 static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     switch (fk_skinny16_form(p.N, BLOCK)) {
@@ -903,14 +911,24 @@ static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
     /* M ≤ 16 (H100 measurements): the skinny16 kernel's one-wave forms where they apply (see
-     * fk_go_skinny16); else the M ≤ 32 kernel's narrower column tiles without block scales
-     * unless the weight is large (more than ~40 M bytes) and M ≤ 8. */
+     * fk_go_skinny16); else with block scales its 4-warp blocks, without them the M ≤ 32
+     * kernel's narrower column tiles, unless the weight is large (more than ~40 M bytes), M ≤ 8
+     * and the 4-warp blocks fill one wave to 85 % or more. */
     if (m <= 16) {
         if (fk_skinny16_form(n, kind == FK_SCALE_BLOCK)) return FK_VARIANT_SKINNY16;
+        if (kind == FK_SCALE_BLOCK) return FK_VARIANT_SKINNY16;
         /* With 9–16 rows the M ≤ 32 kernel also where the weight is large (H100, M = 16, tensor
          * scales: 1.02–1.15× the 4-warp skinny16 at 11008×4096, 4096×11008, 14336×4096,
-         * 4096×14336, 13824×5120, 28672×8192; at M = 1 between 2.8 % slower and 13 % faster) */
-        return kind != FK_SCALE_BLOCK && (n * k <= (40ll << 20) || m > 8) ? FK_VARIANT_SKINNY32 : FK_VARIANT_SKINNY16;
+         * 4096×14336, 13824×5120, 28672×8192). With at most 8 rows it depends on the 4-warp
+         * blocks' grid (H100 back to back, M = 1 and 8): where they fill one wave to 87–97 %
+         * they were 0.9–6.7 % faster (11008×4096, 4096×11008, 4096×14336, 8192×28672); where
+         * they fill 55–57 % (14336×4096, 13824×5120) 2.3–4.7 % slower, and where they take more
+         * than a wave (28672×8192) 12 % slower (91.2 against 81.1 µs). */
+        if (n * k <= (40ll << 20) || m > 8) return FK_VARIANT_SKINNY32;
+        FkParams p = {};
+        p.N = (int)n;
+        p.K = (int)k;
+        return fk_skinny16_fill(p) >= 0.85 ? FK_VARIANT_SKINNY16 : FK_VARIANT_SKINNY32;
     }
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_NVIDIA
