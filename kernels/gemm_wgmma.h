@@ -633,28 +633,35 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         const int n0 = tn * WBN, m0 = tm * BNA;
 #pragma unroll
         for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
-        /* Block scales of the open group, rows nrow and nrow + 8. With 64-row tiles they are
-         * loaded at the group's first chunk, so that the round trip overlaps the group's work:
-         * H100, block:128, M = 1024 and 4096, 1.04–1.07× faster than loading them after the
-         * wait at its end; with 128-row tiles, whose groups take twice as long, 0.95–1.03×
-         * (slower at 7 of 8 points), so there they are loaded at the end. */
-        constexpr bool EARLY = BNA == 64;
-        float gs0 = 0.0f, gs8 = 0.0f;
         /* block scales: the chunk's place in its group, counted rather than worked out with two
          * remainders by G per chunk (H100, 8192², M = 4096: 476 → 416 M instructions executed;
          * ws128 1.09–1.21× and ws64 1.04–1.07× faster. The same counter in the skinny and tiled
          * kernels measured up to 1.2× slower, so they keep the remainders.) */
         const int cpg = BLOCK ? p.G / 64 : 1;
         int gc = BLOCK ? c0 % cpg : 0;
+        /* Block scales of rows nrow and nrow + 8 (gs0, gs8), the next group's loaded as a group
+         * closes, a group ahead of their use, from the two rows' addresses and the group's index
+         * (gi), counted. Each load had worked out its address with a division by G (as
+         * fk_block_scale does): 59 % more instructions executed than with tensor scales
+         * (Nsight Compute, 8192², M = 4096, ws128); without the divisions ws128 and ws64 were
+         * 1.1–1.4× faster (H100, block:64 and block:128, M = 64…4096). Loaded as the group
+         * closes instead of a group ahead: equal with block:128, up to 1.1× slower with block:64
+         * (a load per chunk), 1.1× faster with block:256 (one call, noisy). */
+        const bool v0 = n0 + nrow < p.N, v8 = n0 + nrow + 8 < p.N;
+        const float *const sp0 = p.S + (v0 ? (size_t)(n0 + nrow) * p.gpr : 0);
+        const float *const sp8 = p.S + (v8 ? (size_t)(n0 + nrow + 8) * p.gpr : 0);
+        int gi = BLOCK ? c0 / cpg : 0;
+        float gs0 = 0.0f, gs8 = 0.0f;
+        if constexpr (BLOCK) {
+            gs0 = v0 ? __ldg(sp0 + gi) : 0.0f;
+            gs8 = v8 ? __ldg(sp8 + gi) : 0.0f;
+        }
         auto step = [&](int c, uint32_t(&a)[4][4]) {
             bool opens = false, closes = false;
             if constexpr (BLOCK) {
                 opens = gc == 0;
                 closes = gc == cpg - 1;
                 gc = closes ? 0 : gc + 1;
-            }
-            if constexpr (BLOCK && EARLY) {
-                if (opens) fk_wg_scales(p, n0 + nrow, c * 64, gs0, gs8);
             }
             fk_mbar_wait(bar_full + 8 * s, ph);
             const unsigned char *wst = g_base + s * Tile::STAGE_BYTES + Tile::ACT_BYTES;
@@ -687,9 +694,13 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                 if (closes) {
                     fk_wgmma_wait0();
                     give_back(0);
-                    if constexpr (!EARLY) fk_wg_scales(p, n0 + nrow, c * 64, gs0, gs8);
 #pragma unroll
                     for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? gs8 : gs0, acc[i]);
+                    if (c + 1 < c1) {
+                        gi++;
+                        gs0 = v0 ? __ldg(sp0 + gi) : 0.0f;
+                        gs8 = v8 ? __ldg(sp8 + gi) : 0.0f;
+                    }
                     return;
                 }
             }
