@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
             if (kbase >= p.K) break;
             if constexpr (BLOCK) {
                 /* a group opens here, or this split starts inside one */
-                if (kbase % p.G == 0 || kbase == c_lo * FK_KC) fk_group_scales<Mma, NJ>(gsc, p, n0 + wn * WN, kbase, lane);
+                if (fk_group_opens(p, kbase) || kbase == c_lo * FK_KC) fk_group_scales<Mma, NJ>(gsc, p, n0 + wn * WN, kbase, lane);
             }
             /* All B fragments of the warp, then one A fragment at a time: keeps registers for
              * two blocks per multiprocessor. */
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
                     }
             }
             if constexpr (BLOCK) {
-                if ((kbase + Mma::KSS) % p.G == 0) fk_flush<Mma, MI, NJ>(acc, accg, gsc, lane);
+                if (fk_group_opens(p, kbase + Mma::KSS)) fk_flush<Mma, MI, NJ>(acc, accg, gsc, lane);
             }
         }
     }
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
         for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(cur.a[mi], p, mi * 16, ss_lo * Mma::KSS, lane);
     for (int ss = ss_lo; ss < ss_hi; ss++) {
         if (ss + 1 < ss_hi)
-            fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, (ss + 1) * Mma::KSS % p.G == 0, cur.g);
+            fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, fk_group_opens(p, (ss + 1) * Mma::KSS), cur.g);
 #pragma unroll
         for (int j = 0; j < Mma::STEPS; j++)
 #pragma unroll
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
         }
         if constexpr (BLOCK) {
             /* at a group's end, and at the end of this warp's run (which may stop mid-group) */
-            if ((ss + 1) * Mma::KSS % p.G == 0 || ss + 1 == ss_hi) fk_flush<Mma, MI, NJ>(acc, accg, cur.g, lane);
+            if (fk_group_opens(p, (ss + 1) * Mma::KSS) || ss + 1 == ss_hi) fk_flush<Mma, MI, NJ>(acc, accg, cur.g, lane);
         }
         cur = nxt;
     }
@@ -1006,6 +1006,9 @@ static FkParams fk_params(int64_t m, int64_t n, int64_t k, const void *a, const 
     p.kind = kind;
     p.G = kind == FK_SCALE_BLOCK ? group : (int)k;
     p.gpr = (int)(k / p.G);
+    p.gshift = -1;
+    for (int sh = 0; sh < 31; sh++)
+        if (p.G == 1 << sh) p.gshift = sh;
     p.out_bf16 = out_bf16;
     p.splits = 1;
     return p;

@@ -20,6 +20,7 @@ struct FkParams {
     int M, N, K;
     int kind;             /* FK_SCALE_* */
     int G, gpr;           /* block: group and groups per row (K/G) */
+    int gshift;           /* log2 G where G is a power of two, else -1 */
     int out_bf16;
     int splits;
 };
@@ -64,10 +65,18 @@ __device__ __forceinline__ void fk_store1(const FkParams &p, int row, int col, f
     fk_store1_col(p, row, col, fk_col(p, col), v);
 }
 
+/* The group holding k, and whether one starts at k: a shift and a mask where G is a power of
+ * two (the usual sizes), else a division, which by a value known only at run time costs some 20
+ * instructions (the skinny kernels with block scales made two per super-step). */
+__device__ __forceinline__ int fk_group_of(const FkParams &p, int k) { return p.gshift >= 0 ? k >> p.gshift : k / p.G; }
+__device__ __forceinline__ bool fk_group_opens(const FkParams &p, int k) {
+    return p.gshift >= 0 ? (k & (p.G - 1)) == 0 : k % p.G == 0;
+}
+
 /* Block scale of column col for the group holding k (0 beyond N: those columns are never
  * stored, and a zero keeps them finite). */
 __device__ __forceinline__ float fk_block_scale(const FkParams &p, int col, int k) {
-    return col < p.N ? __ldg(p.S + (size_t)col * p.gpr + k / p.G) : 0.0f;
+    return col < p.N ? __ldg(p.S + (size_t)col * p.gpr + fk_group_of(p, k)) : 0.0f;
 }
 
 /* ---- split K: blocks of one output tile add partial sums; the last one stores ----

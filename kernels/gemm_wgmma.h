@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
             }
         }
         fk_wgmma_fence();
-        const bool start = BLOCK && (c * 64) % p.G == 0;
+        const bool start = BLOCK && fk_group_opens(p, c * 64);
 #pragma unroll
         for (int s = 0; s < 4; s++) {
             const uint64_t desc = fk_wg_desc(act + s * 32); /* 16 k = 32 bytes further in each row */
@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
         }
         fk_wgmma_commit();
         if constexpr (BLOCK) {
-            if (((c + 1) * 64) % p.G == 0) {
+            if (fk_group_opens(p, (c + 1) * 64)) {
                 /* the scales loaded here, not at the group's start: that measured 5–10 % slower
                  * in this kernel (H100, block:128, M = 64…4096), unlike fk_ws_body */
                 fk_wgmma_wait0();
