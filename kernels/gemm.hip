@@ -293,8 +293,9 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
 #pragma unroll
         for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(cur.a[mi], p, mi * 16, ss_lo * Mma::KSS, lane);
     for (int ss = ss_lo; ss < ss_hi; ss++) {
+        const bool closes = BLOCK && fk_group_opens(p, (ss + 1) * Mma::KSS); /* this super-step ends a group */
         if (ss + 1 < ss_hi)
-            fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, fk_group_opens(p, (ss + 1) * Mma::KSS), cur.g);
+            fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, closes, cur.g);
 #pragma unroll
         for (int j = 0; j < Mma::STEPS; j++)
 #pragma unroll
@@ -313,7 +314,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
         }
         if constexpr (BLOCK) {
             /* at a group's end, and at the end of this warp's run (which may stop mid-group) */
-            if (fk_group_opens(p, (ss + 1) * Mma::KSS) || ss + 1 == ss_hi) fk_flush<Mma, MI, NJ>(acc, accg, cur.g, lane);
+            if (closes || ss + 1 == ss_hi) fk_flush<Mma, MI, NJ>(acc, accg, cur.g, lane);
         }
         cur = nxt;
     }
