@@ -1007,9 +1007,7 @@ static FkParams fk_params(int64_t m, int64_t n, int64_t k, const void *a, const 
     p.kind = kind;
     p.G = kind == FK_SCALE_BLOCK ? group : (int)k;
     p.gpr = (int)(k / p.G);
-    p.gshift = -1;
-    for (int sh = 0; sh < 31; sh++)
-        if (p.G == 1 << sh) p.gshift = sh;
+    p.gshift = fk_gshift(p.G);
     p.out_bf16 = out_bf16;
     p.splits = 1;
     return p;

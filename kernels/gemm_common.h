@@ -8,6 +8,7 @@
 
 #include "vendor.h"
 #include "fk_api.h"
+#include "fk_hd.h"
 
 struct FkParams {
     const uint16_t *A;    /* fp16 M×K */
@@ -65,13 +66,9 @@ __device__ __forceinline__ void fk_store1(const FkParams &p, int row, int col, f
     fk_store1_col(p, row, col, fk_col(p, col), v);
 }
 
-/* The group holding k, and whether one starts at k: a shift and a mask where G is a power of
- * two (the usual sizes), else a division, which by a value known only at run time costs some 20
- * instructions (the skinny kernels with block scales made two per super-step). */
-__device__ __forceinline__ int fk_group_of(const FkParams &p, int k) { return p.gshift >= 0 ? k >> p.gshift : k / p.G; }
-__device__ __forceinline__ bool fk_group_opens(const FkParams &p, int k) {
-    return p.gshift >= 0 ? (k & (p.G - 1)) == 0 : k % p.G == 0;
-}
+/* The group holding k, and whether one starts at k (fk_hd.h). */
+__device__ __forceinline__ int fk_group_of(const FkParams &p, int k) { return fk_group_index(p.G, p.gshift, k); }
+__device__ __forceinline__ bool fk_group_opens(const FkParams &p, int k) { return fk_group_starts(p.G, p.gshift, k); }
 
 /* Block scale of column col for the group holding k (0 beyond N: those columns are never
  * stored, and a zero keeps them finite). */

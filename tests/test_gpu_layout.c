@@ -193,6 +193,27 @@ TEST(gpu_layout_block_scales_reach_every_accumulator) {
             }
 }
 
+/* Block groups: the shift and mask taken for powers of two give what division gives, and every
+ * other group size (a multiple of 16) keeps the division. */
+TEST(gpu_layout_block_groups_shift_or_divide) {
+    static const int groups[] = {16, 32, 48, 64, 80, 96, 128, 192, 256, 384, 1024, 4096, 3 << 12, 1 << 20};
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+        const int g = groups[i], gs = fk_gshift(g);
+        CHECK_EQ_U(gs >= 0, (g & (g - 1)) == 0);
+        if (gs >= 0) CHECK_EQ_U(1u << gs, (unsigned)g);
+        for (int k = 0; k < 3 * 8192; k += 16) {
+            CHECK_EQ_U(fk_group_index(g, gs, k), k / g);
+            CHECK_EQ_U(fk_group_starts(g, gs, k), k % g == 0);
+        }
+        /* the largest K the shape rule allows */
+        for (int j = 0; j < 64; j++) {
+            const int k = 0x7ffffff0 - 16 * j;
+            CHECK_EQ_U(fk_group_index(g, gs, k), k / g);
+            CHECK_EQ_U(fk_group_starts(g, gs, k), k % g == 0);
+        }
+    }
+}
+
 TEST(gpu_layout_mma_emulated_superstep_product_every_p) {
     uint32_t s = 777;
     for (int P = 1; P <= 4; P *= 2) {
