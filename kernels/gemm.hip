@@ -435,6 +435,7 @@ static hipError_t fk_launch_dependent(Kern kern, int &has, dim3 grid, dim3 block
 /* A skinny kernel's launch: its blocks per multiprocessor (occ), K splits and tiles. */
 struct FkSkinnyGrid {
     int occ, splits, ntiles;
+    size_t smem; /* dynamic shared memory per block */
     hipError_t prepared;
 };
 template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK>
@@ -454,6 +455,7 @@ static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     }
     FkSkinnyGrid g;
     g.occ = occ;
+    g.smem = SMEM;
     g.prepared = prepared;
     g.ntiles = (p.N + BN - 1) / BN;
     const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
@@ -468,8 +470,6 @@ static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
 
 template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
-    constexpr int BN = NJ * Mma::TN;
-    constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
     auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE>;
     if (p.M > MI * 16) return hipErrorInvalidValue;
     const FkSkinnyGrid g = fk_skinny_grid<Mma, MI, NJ, W, BLOCK, MINB, A_LATE>(p);
@@ -486,7 +486,7 @@ static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, voi
     p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
     dim3 grid(ntiles, splits);
     static int dependent = -1;
-    return fk_launch_dependent(kern, dependent, grid, dim3(W * 32), SMEM, st, p);
+    return fk_launch_dependent(kern, dependent, grid, dim3(W * 32), g.smem, st, p);
 }
 
 /* Fill of one wave (0 where the grid takes more than one). */
@@ -916,8 +916,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
      * kernel's narrower column tiles, unless the weight is large (more than ~40 M bytes), M ≤ 8
      * and the 4-warp blocks fill one wave to 85 % or more. */
     if (m <= 16) {
-        if (fk_skinny16_form(n, kind == FK_SCALE_BLOCK)) return FK_VARIANT_SKINNY16;
-        if (kind == FK_SCALE_BLOCK) return FK_VARIANT_SKINNY16;
+        if (kind == FK_SCALE_BLOCK || fk_skinny16_form(n, false)) return FK_VARIANT_SKINNY16;
         /* With 9–16 rows the M ≤ 32 kernel also where the weight is large (H100, M = 16, tensor
          * scales: 1.02–1.15× the 4-warp skinny16 at 11008×4096, 4096×11008, 14336×4096,
          * 4096×14336, 13824×5120, 28672×8192). With at most 8 rows it depends on the 4-warp

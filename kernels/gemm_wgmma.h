@@ -652,10 +652,11 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         const float *const sp8 = p.S + (v8 ? (size_t)(n0 + nrow + 8) * p.gpr : 0);
         int gi = BLOCK ? c0 / cpg : 0;
         float gs0 = 0.0f, gs8 = 0.0f;
-        if constexpr (BLOCK) {
+        auto load_scales = [&] {
             gs0 = v0 ? __ldg(sp0 + gi) : 0.0f;
             gs8 = v8 ? __ldg(sp8 + gi) : 0.0f;
-        }
+        };
+        if constexpr (BLOCK) load_scales();
         auto step = [&](int c, uint32_t(&a)[4][4]) {
             bool opens = false, closes = false;
             if constexpr (BLOCK) {
@@ -698,8 +699,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                     for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? gs8 : gs0, acc[i]);
                     if (c + 1 < c1) {
                         gi++;
-                        gs0 = v0 ? __ldg(sp0 + gi) : 0.0f;
-                        gs8 = v8 ? __ldg(sp8 + gi) : 0.0f;
+                        load_scales();
                     }
                     return;
                 }
