@@ -787,9 +787,9 @@ static FkSkWork fk_sk_plan(const FkParams &p) {
 }
 
 /* Warp-specialised kernel with the last waves split between blocks. */
-template <int BNA, int STAGES>
+template <int BNA, int STAGES, bool BLOCK>
 static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
-    typedef FkWsTile<BNA, STAGES, 2> Tile;
+    typedef FkWsTile<BNA, STAGES, 2, BLOCK> Tile;
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
     const FkSkWork w = fk_sk_plan<BNA>(p);
     if (!w.ntiles) return hipErrorInvalidValue;
@@ -806,12 +806,20 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     CUtensorMap ta, tw;
     if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorInvalidValue;
     constexpr size_t SMEM = Tile::SMEM;
-    auto kern = fk_gemm_wgsk<BNA, STAGES>;
+    auto kern = [] {
+        if constexpr (BLOCK) return fk_gemm_wgsk_block<BNA, STAGES>;
+        else return fk_gemm_wgsk<BNA, STAGES>;
+    }();
     static bool tried;
     static hipError_t prepared;
     if (!tried) {
         prepared = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
         if (prepared == hipSuccess) fk_prefer_shared((const void *)kern);
+        /* consumers asking more registers than the producer gives back would wait forever */
+        cudaFuncAttributes fa;
+        if (prepared == hipSuccess && Tile::PRODUCER_WG &&
+            (cudaFuncGetAttributes(&fa, (const void *)kern) != cudaSuccess || fa.numRegs != Tile::ENTRY_REGS))
+            prepared = hipErrorInvalidValue;
         tried = true;
     }
     if (prepared != hipSuccess) return prepared;
@@ -852,13 +860,10 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
         if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, 2, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_SK128:
-        /* block scales: ws128 (the group flush, not the last wave, bounds them) */
-        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<128, 8>(p, st, ws_need, ws, ws_bytes);
-        else if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
+        if constexpr (Mma::KSS == 64) return fk_go_wgsk<128, 8, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return hipErrorInvalidValue;
     case FK_VARIANT_SK64:
-        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<64, 10>(p, st, ws_need, ws, ws_bytes);
-        else if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, 2, BLOCK>(p, st, ws_need);
+        if constexpr (Mma::KSS == 64) return fk_go_wgsk<64, 10, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS192:
         /* block scales: ws128 (no room for their second accumulator set) */
@@ -937,43 +942,48 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * (H100 measurements at M = 48…4096: as fast as or faster than the cp.async wgmma and
          * the tiled kernels at every benchmarked shape) */
         const long long sms = fk_sm_count();
-        if (kind != FK_SCALE_BLOCK) {
-            if (m < 256) {
-                /* Stream-K where whole tiles (of 64 rows of A up to M = 64, else 128) would leave
-                 * a third of the multiprocessors or more idle, with 64-row tiles where the weight
-                 * is small enough to be read twice (H100, M = 48…192: 3072×12288 at M = 64
-                 * 63.0 → 27.3 µs, 3072×3072 19.4 → 15.3, 8192×8192 44.3 → 37.2; at M = 128
-                 * 3072×12288 63 → 30.8 with 128 rows, 34.8 with 64); else whole tiles */
-                const long long t = ((n + 127) / 128) * ((m + (m <= 64 ? 63 : 127)) / (m <= 64 ? 64 : 128));
-                if (3 * t < 2 * sms) return m <= 64 || n * k <= (16ll << 20) ? FK_VARIANT_SK64 : FK_VARIANT_SK128;
-                if (m <= 64) return FK_VARIANT_WS64;
-            }
+        const bool block = kind == FK_SCALE_BLOCK;
+        if (m < 256) {
+            /* Stream-K where whole tiles (of 64 rows of A up to M = 64, else 128) would leave
+             * a third of the multiprocessors or more idle, with 64-row tiles where the weight
+             * is small enough to be read twice (H100, M = 48…192: 3072×12288 at M = 64
+             * 63.0 → 27.3 µs, 3072×3072 19.4 → 15.3, 8192×8192 44.3 → 37.2; at M = 128
+             * 3072×12288 63 → 30.8 with 128 rows, 34.8 with 64; block:128 against the whole
+             * tiles or the tiled kernel picked before: 3072×12288 M = 64 57.9 → 28.1, M = 128
+             * 84.4 → 34.7, 8192² M = 64 50.3 → 38.0, 3072² M = 128 20.9 → 17.2); else whole
+             * tiles */
+            const long long t = ((n + 127) / 128) * ((m + (m <= 64 ? 63 : 127)) / (m <= 64 ? 64 : 128));
+            if (3 * t < 2 * sms) return m <= 64 || n * k <= (16ll << 20) ? FK_VARIANT_SK64 : FK_VARIANT_SK128;
+            if (m <= 64 && !block) return FK_VARIANT_WS64;
+        }
+        /* Stream-K where the 128×128 tiles make few waves and the last one is less than half
+         * full: H100, 192 tiles on 132 SMs (N = 3072, M = 1024) 1.17× ws128 with K = 3072 and
+         * 1.21× with K = 12288; elsewhere between 1.5 % faster and 4 % slower, 1–3 % slower at
+         * 12288×3072 M = 4096 (23 waves, the last 27 % full). With block scales against the
+         * whole tiles picked before: 3072×12288 M = 256 73.2 → 51.8 µs, M = 1024 188.9 →
+         * 171.0, 3072² M = 1024 50.8 → 47.4; but where K and M are both short it lost
+         * (12288×3072 M = 192 52.3 → 57.2, 3072² M = 256 21.0 → 21.7), so not there. */
+        const long long tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % sms;
+        const bool sk_tail = tiles < 4 * sms && tail && tail < sms / 2;
+        if (!block) {
             /* Three consumer warpgroups (192×128 tiles) where their waves take less time: a wave
              * of them does 1.5× the work of a wave of 128×128 tiles and measured about 1.1× as
              * fast per tile (H100, full waves: 1.06–1.12× at M = 4096); 1.4× ws128 where 128 of
              * them make one wave (N = 3072, M = 1024) against 192 of 128×128 */
-            const long long tiles = ((n + 127) / 128) * ((m + 127) / 128);
             const long long waves192 = (((n + 191) / 192) * ((m + 127) / 128) + sms - 1) / sms;
             if (waves192 * 15 < (tiles + sms - 1) / sms * 11) return FK_VARIANT_WS192;
-            /* Stream-K where the 128×128 tiles make few waves and the last one is less than
-             * half full: H100, 192 tiles on 132 SMs (N = 3072, M = 1024) 1.17× ws128 with
-             * K = 3072 and 1.21× with K = 12288; elsewhere between 1.5 % faster and 4 % slower,
-             * 1–3 % slower at 12288×3072 M = 4096 (23 waves, the last 27 % full) */
-            const long long tail = tiles % sms;
-            if (tiles < 4 * sms && tail && tail < sms / 2) return FK_VARIANT_SK128;
-            return FK_VARIANT_WS128;
+            return sk_tail ? FK_VARIANT_SK128 : FK_VARIANT_WS128;
         }
+        if (sk_tail && (k > 4096 || m >= 512)) return FK_VARIANT_SK128;
         /* Block scales: the warp-specialised kernels (H100, block:128, M = 64…4096: 1.1–1.25×
          * the cp.async wgmma kernels), 64-row tiles where their waves take less time: a wave of
          * them does half the work of a wave of 128-row tiles at about 3/4 of the speed (M = 4096:
          * 1.33–1.45× as long in all); so always at M ≤ 64, and above where the 128-row tiles
-         * leave most multiprocessors idle (N = 3072, M = 256: 1.4× faster). Few 64-row tiles
-         * with a long K: the tiled kernel, which splits K (3072×12288, M = 64: 65 µs, ws64 98). */
+         * leave most multiprocessors idle (N = 3072, M = 256: 1.4× faster). (Few tiles with a
+         * long K, where the tiled kernel had been picked for splitting K, are stream-K's now.) */
         const long long t64 = ((n + 127) / 128) * ((m + 63) / 64);
-        if (m >= 256 || t64 >= 64 || k <= 4096) {
-            const long long w64 = (t64 + sms - 1) / sms, w128 = (((n + 127) / 128) * ((m + 127) / 128) + sms - 1) / sms;
-            return 2 * w64 < 3 * w128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
-        }
+        const long long w64 = (t64 + sms - 1) / sms, w128 = (tiles + sms - 1) / sms;
+        return 2 * w64 < 3 * w128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
     }
 #else
     (void)kind; (void)group;

@@ -492,7 +492,10 @@ __device__ __forceinline__ void fk_tma_2d(uint32_t dst, const CUtensorMap *map, 
  * Builds above that made the occupancy query answer 0, and a silent fallback to the cp.async
  * kernel was all that was ever timed; hence the bound below (no spills) and no fallback: the
  * variant fails with the reason. Measured on an H100: 1.12× ws128 at 3072×12288, M = 1024,
- * slower at the other benchmarked shapes (fk_gemm_pick says where it is used). */
+ * slower at the other benchmarked shapes (fk_gemm_pick says where it is used).
+ * With block scales (fk_gemm_wgsk_block) the producer is a warpgroup, as in fk_gemm_wgws, and
+ * a run may begin or end inside a group: it starts its group sums from zero and adds what it
+ * has of the last group after its last chunk (ptxas: 12 bytes of spill at 128 rows of A). */
 #define FK_SK_MAXNREG 168
 
 /* Which work block b of `grid` does: whole tiles b, b + grid, … below dp, then chunks
@@ -657,6 +660,12 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             gs8 = v8 ? __ldg(sp8 + gi) : 0.0f;
         };
         if constexpr (BLOCK) load_scales();
+        if constexpr (BLOCK && SPLIT) {
+            /* a split tile's run may begin inside a group: its first chunk adds to zeros */
+            if (gc != 0)
+#pragma unroll
+                for (int i = 0; i < NACC; i++) accg[i] = 0.0f;
+        }
         auto step = [&](int c, uint32_t(&a)[4][4]) {
             bool opens = false, closes = false;
             if constexpr (BLOCK) {
@@ -717,6 +726,12 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         if (c < c1) step(c, a0);
         fk_wgmma_wait0();
         give_back(0);
+        if constexpr (BLOCK && SPLIT) {
+            /* a split tile's run may end inside a group: add what it has of it */
+            if (gc != 0)
+#pragma unroll
+                for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? gs8 : gs0, acc[i]);
+        }
         if constexpr (SPLIT) {
             if (c0 > 0) {
                 /* the tile's first chunks are another block's: publish these partial sums */
@@ -784,6 +799,21 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
                  FkSkWork w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     fk_ws_body<BNA, STAGES, 2, false, true>(&tm_act, &tm_w, p, w);
+#else
+    (void)tm_act;
+    (void)tm_w;
+    (void)p;
+    (void)w;
+#endif
+}
+
+/* The same with block scales: a producer warpgroup, hence a launch bound like fk_gemm_wgws's. */
+template <int BNA, int STAGES>
+__global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 2, true>::THREADS, 1)
+    fk_gemm_wgsk_block(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w,
+                       FkParams p, FkSkWork w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    fk_ws_body<BNA, STAGES, 2, true, true>(&tm_act, &tm_w, p, w);
 #else
     (void)tm_act;
     (void)tm_w;

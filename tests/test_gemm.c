@@ -432,16 +432,17 @@ TEST(gemm_gpu_every_variant) {
     feather_ctx *ctx = feather_ctx_new(0);
     REQUIRE(ctx);
     static const uint64_t shapes[][3] = {{1, 1000, 512}, {16, 1000, 1008}, {300, 1000, 576}, {1000, 520, 1024}};
-    static const mode_case modes[] = {{FEATHER_SCALE_CHANNEL, 0}, {FEATHER_SCALE_BLOCK, 64}};
+    /* block:128 as well as 64: split tiles of the stream-K variants then begin and end inside groups */
+    static const mode_case modes[] = {{FEATHER_SCALE_CHANNEL, 0}, {FEATHER_SCALE_BLOCK, 64}, {FEATHER_SCALE_BLOCK, 128}};
     int ran = 0, failed = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (size_t c = 0; c < sizeof modes / sizeof modes[0]; c++) {
             const uint64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
             const int block = modes[c].mode == FEATHER_SCALE_BLOCK, g = (int)modes[c].group;
-            if (block && k % 64) continue;
+            if (block && k % g) continue;
             problem p;
             problem_make(ctx, &p, m, n, k, modes[c].mode, modes[c].group, 1, (int)(si % 2));
-            const size_t ss = (block ? n * (k / 64) : n) * sizeof(float);
+            const size_t ss = (block ? n * (k / g) : n) * sizeof(float);
             void *da = NULL, *dq = NULL, *ds = NULL, *db = NULL, *dy = NULL;
             int rc = fk_malloc(&da, m * k * 2) || fk_malloc(&dq, n * k) || fk_malloc(&ds, ss) || fk_malloc(&db, n * 2) ||
                      fk_malloc(&dy, m * n * 2) || fk_to_device(da, p.a, m * k * 2) || fk_to_device(dq, p.packed, n * k) ||
