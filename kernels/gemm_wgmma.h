@@ -793,12 +793,12 @@ __global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 2, BLOCK>::THREADS, 1)
 #endif
 }
 
-template <int BNA, int STAGES>
-__global__ void __maxnreg__(FK_SK_MAXNREG)
-    fk_gemm_wgsk(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p,
-                 FkSkWork w) {
+/* The stream-K kernels' body, compiled for sm_90a only. */
+template <int BNA, int STAGES, bool BLOCK>
+__device__ __forceinline__ void fk_wgsk_run(const CUtensorMap &tm_act, const CUtensorMap &tm_w, const FkParams &p,
+                                            const FkSkWork &w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    fk_ws_body<BNA, STAGES, 2, false, true>(&tm_act, &tm_w, p, w);
+    fk_ws_body<BNA, STAGES, 2, BLOCK, true>(&tm_act, &tm_w, p, w);
 #else
     (void)tm_act;
     (void)tm_w;
@@ -807,19 +807,19 @@ __global__ void __maxnreg__(FK_SK_MAXNREG)
 #endif
 }
 
+template <int BNA, int STAGES>
+__global__ void __maxnreg__(FK_SK_MAXNREG)
+    fk_gemm_wgsk(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p,
+                 FkSkWork w) {
+    fk_wgsk_run<BNA, STAGES, false>(tm_act, tm_w, p, w);
+}
+
 /* The same with block scales: a producer warpgroup, hence a launch bound like fk_gemm_wgws's. */
 template <int BNA, int STAGES>
 __global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 2, true>::THREADS, 1)
     fk_gemm_wgsk_block(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w,
                        FkParams p, FkSkWork w) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    fk_ws_body<BNA, STAGES, 2, true, true>(&tm_act, &tm_w, p, w);
-#else
-    (void)tm_act;
-    (void)tm_w;
-    (void)p;
-    (void)w;
-#endif
+    fk_wgsk_run<BNA, STAGES, true>(tm_act, tm_w, p, w);
 }
 
 /* Three consumer warpgroups: 192 × BNA tiles, whole ones (no block scales: their second
