@@ -28,6 +28,16 @@ MAX_M = {1: 16, 2: 32}                          # skinny variants: largest M
 MIN_M = {v: 64 for v in range(6, 14)}           # Hopper variants: from these M here
 HOPPER = tuple(range(6, 14))
 KIND = {"none": 0, "tensor": 1, "channel": 2, "block": 3}
+BLOCK_RS = 4  # block scales checked as feather_gemm checks them (finite, nonzero, within 2^40)
+
+
+def kind_of(lib, p_or_mode):
+    """The scale kind feather_gemm would pass: for block scales that pass its check (a
+    Problem's scales_ok), BLOCK_RS where the library knows that kind."""
+    mode = getattr(p_or_mode, "mode", p_or_mode)
+    if mode != "block" or not getattr(p_or_mode, "scales_ok", True) or not lib.block_rs:
+        return KIND[mode]
+    return BLOCK_RS
 
 
 def load(path):
@@ -41,6 +51,15 @@ def load(path):
     lib.fk_gemm_pick.restype = ci
     lib.fk_error_string.argtypes = [ci]
     lib.fk_error_string.restype = ctypes.c_char_p
+    # does the library know BLOCK_RS? (a build from before it answers "invalid value")
+    dev = torch.device("cuda")
+    a = torch.zeros(16, 64, dtype=torch.float16, device=dev)
+    q = torch.zeros(64 * 64, dtype=torch.uint8, device=dev)
+    s = torch.ones(64, dtype=torch.float32, device=dev)
+    y = torch.empty(16, 64, dtype=torch.float16, device=dev)
+    lib.block_rs = lib.fk_gemm(16, 64, 64, a.data_ptr(), q.data_ptr(), s.data_ptr(), BLOCK_RS, 64, None, 0,
+                               y.data_ptr(), None, 0, 0, None) == 0
+    torch.cuda.synchronize()
     return lib
 
 
@@ -107,6 +126,8 @@ class Problem:
         else:
             self.scales = torch.full((1,), 1 / 64, device=dev)
             sfull = self.scales
+        v = self.scales.abs()  # feather_gemm's check of block scales (finite, nonzero, within 2^40)
+        self.scales_ok = bool(torch.isfinite(v).all() and (v > 0).all() and v.max() <= v.min() * 2.0**40)
         self.w_deq = self.q.float() * sfull                                # fp32 (N, K)
         self.w16 = self.w_deq.half()
         self.y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
@@ -117,7 +138,7 @@ class Problem:
 
 def run_ours(lib, p, variant, ws, packed=None, stream=None):
     packed = p.packed if packed is None else packed
-    rc = lib.fk_gemm(p.m, p.n, p.k, p.a.data_ptr(), packed.data_ptr(), p.scales.data_ptr(), KIND[p.mode],
+    rc = lib.fk_gemm(p.m, p.n, p.k, p.a.data_ptr(), packed.data_ptr(), p.scales.data_ptr(), kind_of(lib, p),
                      p.group, None, 1, p.y.data_ptr(), ws.data_ptr(), ws.numel(), variant,
                      stream.cuda_stream if stream is not None else None)
     if rc:
@@ -196,7 +217,7 @@ def main():
                 p = Problem(m, n, k, mode, group, dev)
                 ref = p.reference()
                 rec = {"mode": f"{mode}:{group}" if group else mode, "m": m, "n": n, "k": k, "ours": {}}
-                auto = lib.fk_gemm_pick(m, n, k, KIND[mode], group)
+                auto = lib.fk_gemm_pick(m, n, k, kind_of(lib, p), group)
                 rec["auto"] = VARIANTS[auto]
                 cand = [v for v in VARIANTS if args.variants == "all" or str(v) in args.variants.split(",")]
                 for v in cand:
@@ -204,7 +225,7 @@ def main():
                         continue
                     if v in HOPPER and mode == "block" and group % 64:
                         continue
-                    need = lib.fk_gemm_workspace(m, n, k, KIND[mode], group, v)
+                    need = lib.fk_gemm_workspace(m, n, k, kind_of(lib, p), group, v)
                     if need > ws.numel():
                         ws = torch.zeros(need, dtype=torch.uint8, device=dev)
                     p.y.fill_(float("nan"))

@@ -14,7 +14,10 @@
 extern "C" {
 #endif
 
-enum { FK_SCALE_NONE = 0, FK_SCALE_TENSOR = 1, FK_SCALE_CHANNEL = 2, FK_SCALE_BLOCK = 3 };
+/* FK_SCALE_BLOCK_RS: block scales that the caller has checked to be finite, nonzero and within
+ * 2^40 of each other (feather_block_scales_rescalable); the kernels may then keep one sum in
+ * units of the current group's scale (see fk_ws_body) instead of a second one per group. */
+enum { FK_SCALE_NONE = 0, FK_SCALE_TENSOR = 1, FK_SCALE_CHANNEL = 2, FK_SCALE_BLOCK = 3, FK_SCALE_BLOCK_RS = 4 };
 
 /* Kernel variants (FK_VARIANT_AUTO picks by shape; the others exist for benchmarks). */
 enum {
@@ -29,7 +32,7 @@ enum {
     FK_VARIANT_WGMMA256 = 8,  /* the same with 256 rows of A (not with block scales) */
     FK_VARIANT_WS128 = 9,     /* Hopper wgmma, warp-specialised: TMA producer warp, persistent, 128 × 128 */
     FK_VARIANT_WS64 = 10,     /* the same with 64 rows of A */
-    FK_VARIANT_WS192 = 11,    /* ws128 with three consumer warpgroups: 192 weight rows × 128 (not with block scales) */
+    FK_VARIANT_WS192 = 11,    /* ws128 with three consumer warpgroups: 192 weight rows × 128 (block scales: FK_SCALE_BLOCK_RS only) */
     FK_VARIANT_SK128 = 12,    /* ws128 with the last waves' tiles split between blocks (stream-K) */
     FK_VARIANT_SK64 = 13,     /* the same with 64 rows of A */
     FK_VARIANT_COUNT

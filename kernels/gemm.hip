@@ -740,7 +740,7 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
     CUtensorMap ta, tw;
     if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
     auto kern = [] {
-        if constexpr (NWG == 3) return fk_gemm_wgws3<BNA, STAGES>;
+        if constexpr (NWG == 3) return fk_gemm_wgws3<BNA, STAGES, BLOCK>;
         else return fk_gemm_wgws<BNA, STAGES, BLOCK>;
     }();
     static int occ = -1;
@@ -830,7 +830,8 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
 
 /* One variant × one scale kind/P: the kernel configurations. */
 template <class Mma, bool BLOCK>
-static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, size_t *ws_need, void *ws,
+                        size_t ws_bytes) {
 #if FK_NVIDIA
     /* Warp tiles of 64×32 (MI=4, NJ=4) keep 2 blocks of 8 warps per multiprocessor within the
      * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
@@ -866,9 +867,11 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
         if constexpr (Mma::KSS == 64) return fk_go_wgsk<64, 10, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS192:
-        /* block scales: ws128 (no room for their second accumulator set) */
+        /* block scales: in units of the current group where the caller allows it, else ws128
+         * (no room for a second accumulator set) */
         if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgws<128, 7, 3, false>(p, st, ws_need);
-        else if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
+        else if constexpr (Mma::KSS == 64)
+            return rescale ? fk_go_wgws<128, 7, 3, true>(p, st, ws_need) : fk_go_wgws<128, 8, 2, true>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WGMMA256:
         /* 128 accumulators per thread: no room for a second set (block scales) */
@@ -877,6 +880,7 @@ static hipError_t fk_go(int variant, FkParams &p, hipStream_t st, size_t *ws_nee
         else return hipErrorInvalidValue;
     }
 #else
+    (void)rescale;
     switch (variant) {
     case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny32<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
@@ -900,22 +904,26 @@ static int fk_pick_p(int kind, int group) {
 }
 #endif
 
-static hipError_t fk_dispatch(int variant, FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+/* rescale: the caller passed FK_SCALE_BLOCK_RS (p.kind is FK_SCALE_BLOCK) */
+static hipError_t fk_dispatch(int variant, FkParams &p, bool rescale, hipStream_t st, size_t *ws_need, void *ws,
+                              size_t ws_bytes) {
     const bool block = p.kind == FK_SCALE_BLOCK;
 #if FK_NVIDIA
     switch (fk_pick_p(p.kind, p.G)) {
-    case 4: return block ? fk_go<MmaNv<4>, true>(variant, p, st, ws_need, ws, ws_bytes)
-                         : fk_go<MmaNv<4>, false>(variant, p, st, ws_need, ws, ws_bytes);
-    case 2: return fk_go<MmaNv<2>, true>(variant, p, st, ws_need, ws, ws_bytes);
-    default: return fk_go<MmaNv<1>, true>(variant, p, st, ws_need, ws, ws_bytes);
+    case 4: return block ? fk_go<MmaNv<4>, true>(variant, p, rescale, st, ws_need, ws, ws_bytes)
+                         : fk_go<MmaNv<4>, false>(variant, p, rescale, st, ws_need, ws, ws_bytes);
+    case 2: return fk_go<MmaNv<2>, true>(variant, p, rescale, st, ws_need, ws, ws_bytes);
+    default: return fk_go<MmaNv<1>, true>(variant, p, rescale, st, ws_need, ws, ws_bytes);
     }
 #else
-    return block ? fk_go<MmaAmd, true>(variant, p, st, ws_need, ws, ws_bytes)
-                 : fk_go<MmaAmd, false>(variant, p, st, ws_need, ws, ws_bytes);
+    return block ? fk_go<MmaAmd, true>(variant, p, rescale, st, ws_need, ws, ws_bytes)
+                 : fk_go<MmaAmd, false>(variant, p, rescale, st, ws_need, ws, ws_bytes);
 #endif
 }
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
+    const bool rescale = kind == FK_SCALE_BLOCK_RS;
+    if (rescale) kind = FK_SCALE_BLOCK;
     /* M ≤ 16 (H100 measurements): the skinny16 kernel's one-wave forms where they apply (see
      * fk_go_skinny16); else with block scales its 4-warp blocks, without them the M ≤ 32
      * kernel's narrower column tiles, unless the weight is large (more than ~40 M bytes), M ≤ 8
@@ -965,15 +973,18 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * (12288×3072 M = 192 52.3 → 57.2, 3072² M = 256 21.0 → 21.7), so not there. */
         const long long tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % sms;
         const bool sk_tail = tiles < 4 * sms && tail && tail < sms / 2;
-        if (!block) {
-            /* Three consumer warpgroups (192×128 tiles) where their waves take less time: a wave
-             * of them does 1.5× the work of a wave of 128×128 tiles and measured about 1.1× as
-             * fast per tile (H100, full waves: 1.06–1.12× at M = 4096); 1.4× ws128 where 128 of
-             * them make one wave (N = 3072, M = 1024) against 192 of 128×128 */
+        /* Three consumer warpgroups (192×128 tiles) where their waves take less time: a wave of
+         * them does 1.5× the work of a wave of 128×128 tiles and measured about 1.1× as fast
+         * per tile (H100, full waves: 1.06–1.12× at M = 4096); 1.4× ws128 where 128 of them
+         * make one wave (N = 3072, M = 1024) against 192 of 128×128. Block scales in units of
+         * the current group (FK_SCALE_BLOCK_RS), against ws128: 3072² M = 1024 50.5 → 37.0 µs,
+         * 3072×12288 M = 1024 193.7 → 138.3 and M = 4096 647.5 → 593.8, 12288×3072 M = 4096
+         * 661.6 → 627.0; 8192² M = 4096 1.5 % slower. */
+        if (!block || rescale) {
             const long long waves192 = (((n + 191) / 192) * ((m + 127) / 128) + sms - 1) / sms;
             if (waves192 * 15 < (tiles + sms - 1) / sms * 11) return FK_VARIANT_WS192;
-            return sk_tail ? FK_VARIANT_SK128 : FK_VARIANT_WS128;
         }
+        if (!block) return sk_tail ? FK_VARIANT_SK128 : FK_VARIANT_WS128;
         if (sk_tail && (k > 4096 || m >= 512)) return FK_VARIANT_SK128;
         /* Block scales: the warp-specialised kernels (H100, block:128, M = 64…4096: 1.1–1.25×
          * the cp.async wgmma kernels), 64-row tiles where their waves take less time: a wave of
@@ -986,7 +997,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
         return 2 * w64 < 3 * w128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
     }
 #else
-    (void)kind; (void)group;
+    (void)kind; (void)group; (void)rescale;
 #endif
     if (m <= 128) return FK_VARIANT_TILE64;
     return FK_VARIANT_TILE128;
@@ -994,6 +1005,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
 
 static bool fk_shape_ok(int64_t m, int64_t n, int64_t k, int kind, int group) {
     const int64_t lim = 0x7fffffff;
+    if (kind == FK_SCALE_BLOCK_RS) kind = FK_SCALE_BLOCK;
     if (m < 1 || n < 8 || k < 16 || m > lim || n > lim || k > lim) return false;
     if (n % 8 || k % 16) return false;
     if (kind == FK_SCALE_BLOCK && (group < 16 || group % 16 || k % group)) return false;
@@ -1013,8 +1025,8 @@ static FkParams fk_params(int64_t m, int64_t n, int64_t k, const void *a, const 
     p.M = (int)m;
     p.N = (int)n;
     p.K = (int)k;
-    p.kind = kind;
-    p.G = kind == FK_SCALE_BLOCK ? group : (int)k;
+    p.kind = kind == FK_SCALE_BLOCK_RS ? FK_SCALE_BLOCK : kind;
+    p.G = p.kind == FK_SCALE_BLOCK ? group : (int)k;
     p.gpr = (int)(k / p.G);
     p.gshift = fk_gshift(p.G);
     p.out_bf16 = out_bf16;
@@ -1027,7 +1039,7 @@ extern "C" size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, i
     if (variant == FK_VARIANT_AUTO) variant = fk_gemm_pick(m, n, k, kind, group);
     FkParams p = fk_params(m, n, k, nullptr, nullptr, nullptr, kind, group, nullptr, 0, nullptr);
     size_t need = 0;
-    if (fk_dispatch(variant, p, 0, &need, nullptr, 0) != hipSuccess) return 0;
+    if (fk_dispatch(variant, p, kind == FK_SCALE_BLOCK_RS, 0, &need, nullptr, 0) != hipSuccess) return 0;
     return need;
 }
 
@@ -1037,5 +1049,5 @@ extern "C" int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const voi
     if (!fk_shape_ok(m, n, k, kind, group) || variant < 0 || variant >= FK_VARIANT_COUNT) return hipErrorInvalidValue;
     if (variant == FK_VARIANT_AUTO) variant = fk_gemm_pick(m, n, k, kind, group);
     FkParams p = fk_params(m, n, k, a, q, scales, kind, group, bias, out_bf16, y);
-    return fk_dispatch(variant, p, (hipStream_t)stream, nullptr, workspace, workspace_bytes);
+    return fk_dispatch(variant, p, kind == FK_SCALE_BLOCK_RS, (hipStream_t)stream, nullptr, workspace, workspace_bytes);
 }

@@ -619,7 +619,15 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     const int wrec = (nrow / HROWS) * 4 * HROWS * 16 + (nrow % HROWS) * 16;
     const uint32_t sel = fk_wg_a_sel(t);
     float acc[NACC];
-    float accg[BLOCK ? NACC : 1];
+    /* Block scales with three consumer warpgroups, whose registers do not hold a second
+     * accumulator set: one set, in units of the current group's scale. As a group closes it is
+     * multiplied by s_g / s_{g+1} (one division per row), the next group adds to it, and the
+     * last group's scale multiplies it at the end. The same sum as acc += s_g · Σ_g, rounded
+     * differently. The host allows it only where every scale is finite and nonzero and they
+     * are within 2^40 of each other (FK_SCALE_BLOCK_RS): in those units the sum then stays
+     * below 2^40 · K · 65504 · 57344 < 2^103, inside f32's range. */
+    constexpr bool RS = BLOCK && NWG == 3;
+    float accg[BLOCK && !RS ? NACC : 1];
     uint32_t a0[4][4], a1[4][4];
     int s = 0, rs = 0; /* stage of the next chunk; stage of the oldest one not yet given back */
     uint32_t ph = 0;
@@ -660,7 +668,20 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             gs8 = v8 ? __ldg(sp8 + gi) : 0.0f;
         };
         if constexpr (BLOCK) load_scales();
-        if constexpr (BLOCK && SPLIT) {
+        /* RS: the next group's scales (1 past the row's last group or past N, where the current
+         * ones are 1 too) */
+        float ns0 = 1.0f, ns8 = 1.0f;
+        auto load_next = [&] {
+            const bool more = gi + 1 < p.gpr;
+            ns0 = v0 && more ? __ldg(sp0 + gi + 1) : 1.0f;
+            ns8 = v8 && more ? __ldg(sp8 + gi + 1) : 1.0f;
+        };
+        if constexpr (RS) {
+            if (!v0) gs0 = 1.0f;
+            if (!v8) gs8 = 1.0f;
+            load_next();
+        }
+        if constexpr (BLOCK && SPLIT && !RS) {
             /* a split tile's run may begin inside a group: its first chunk adds to zeros */
             if (gc != 0)
 #pragma unroll
@@ -691,7 +712,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const uint64_t desc = fk_wg_desc(act + k * 32);
-                if constexpr (BLOCK) fk_wg_mma_p<BNA>(accg, a[k], desc, k == 0 ? keep : 1);
+                if constexpr (BLOCK && !RS) fk_wg_mma_p<BNA>(accg, a[k], desc, k == 0 ? keep : 1);
                 else fk_wg_mma_p<BNA>(acc, a[k], desc, 1);
             }
             fk_wgmma_commit();
@@ -701,14 +722,25 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                 ph ^= 1;
             }
             if constexpr (BLOCK) {
-                if (closes) {
+                /* RS: the run's last group is scaled after the loop */
+                if (closes && (!RS || c + 1 < c1)) {
                     fk_wgmma_wait0();
                     give_back(0);
+                    if constexpr (RS) {
+                        const float r0 = __fdiv_rn(gs0, ns0), r8 = __fdiv_rn(gs8, ns8);
 #pragma unroll
-                    for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? gs8 : gs0, acc[i]);
-                    if (c + 1 < c1) {
+                        for (int i = 0; i < NACC; i++) acc[i] *= fk_wg_d_row8(i) ? r8 : r0;
+                        gs0 = ns0;
+                        gs8 = ns8;
                         gi++;
-                        load_scales();
+                        load_next();
+                    } else {
+#pragma unroll
+                        for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? gs8 : gs0, acc[i]);
+                        if (c + 1 < c1) {
+                            gi++;
+                            load_scales();
+                        }
                     }
                     return;
                 }
@@ -726,7 +758,11 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         if (c < c1) step(c, a0);
         fk_wgmma_wait0();
         give_back(0);
-        if constexpr (BLOCK && SPLIT) {
+        if constexpr (RS) {
+#pragma unroll
+            for (int i = 0; i < NACC; i++) acc[i] *= fk_wg_d_row8(i) ? gs8 : gs0;
+        }
+        if constexpr (BLOCK && SPLIT && !RS) {
             /* a split tile's run may end inside a group: add what it has of it */
             if (gc != 0)
 #pragma unroll
@@ -822,13 +858,13 @@ __global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 2, true>::THREADS, 1)
     fk_wgsk_run<BNA, STAGES, true>(tm_act, tm_w, p, w);
 }
 
-/* Three consumer warpgroups: 192 × BNA tiles, whole ones (no block scales: their second
- * accumulator set does not fit 160 registers). */
-template <int BNA, int STAGES>
-__global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 3>::THREADS, 1)
+/* Three consumer warpgroups: 192 × BNA tiles, whole ones. Block scales only in units of the
+ * current group (RS in fk_ws_body): a second accumulator set does not fit 160 registers. */
+template <int BNA, int STAGES, bool BLOCK>
+__global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 3, BLOCK>::THREADS, 1)
     fk_gemm_wgws3(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    fk_ws_whole<BNA, STAGES, 3, false>(&tm_act, &tm_w, p);
+    fk_ws_whole<BNA, STAGES, 3, BLOCK>(&tm_act, &tm_w, p);
 #else
     (void)tm_act;
     (void)tm_w;

@@ -2,6 +2,8 @@
  * (gemm_cpu.c, gpu.c). */
 #include "gemm_cpu.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +38,17 @@ feather_status feather_gemm_check(const feather_gemm_args *a, feather_error *err
     if (a->mode != FEATHER_SCALE_NONE && !a->scales)
         return feather_fail(err, FEATHER_E_ARG, "matrix product: scale mode needs scales");
     return FEATHER_OK;
+}
+
+int feather_block_scales_rescalable(const float *s, uint64_t count) {
+    float lo = INFINITY, hi = 0.0f;
+    for (uint64_t i = 0; i < count; i++) {
+        const float v = fabsf(s[i]);
+        if (!(v > 0.0f && v <= FLT_MAX)) return 0; /* zero, Inf or NaN */
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    return count == 0 || hi <= lo * 0x1p40f;
 }
 
 feather_status feather_gemm(feather_ctx *ctx, feather_device dev, const feather_gemm_args *args,

@@ -81,7 +81,9 @@ static int scale_kind(feather_scale_mode m) {
 static feather_status gemm_locked(const feather_gemm_args *a, feather_error *err) {
     const size_t sa = a->m * a->k * 2, sq = a->n * a->k, ss = scale_count(a) * sizeof(float),
                  sb = a->bias ? a->n * 2 : 0, sy = a->m * a->n * 2;
-    const int kind = scale_kind(a->mode);
+    /* block scales checked here let the kernels keep one sum in units of the current group */
+    int kind = scale_kind(a->mode);
+    if (kind == FK_SCALE_BLOCK && feather_block_scales_rescalable(a->scales, scale_count(a))) kind = FK_SCALE_BLOCK_RS;
     const int group = a->mode == FEATHER_SCALE_BLOCK ? (int)a->group : 0;
     const size_t sw = fk_gemm_workspace((int64_t)a->m, (int64_t)a->n, (int64_t)a->k, kind, group, FK_VARIANT_AUTO);
     const char *step = "device allocation";

@@ -3,6 +3,7 @@
  * weights, on fresh random inputs each run (the seed is printed). */
 #include "test.h"
 #include "feather/feather.h"
+#include "gemm_cpu.h"
 #include "internal.h"
 #include "testutil.h"
 
@@ -232,6 +233,28 @@ TEST(gemm_cpu_many_rows_and_threads) {
     feather_ctx_free(ctx);
 }
 
+/* The host's check before the GPU keeps a sum in units of the current group's scale. */
+TEST(gemm_block_scales_rescalable_rule) {
+    float s[4] = {0.25f, 1e-3f, 3.0f, 0.5f};
+    CHECK(feather_block_scales_rescalable(s, 4));
+    CHECK(feather_block_scales_rescalable(s, 0));
+    s[1] = -1e-3f; /* a sign does not matter */
+    CHECK(feather_block_scales_rescalable(s, 4));
+    s[1] = 0.0f;
+    CHECK(!feather_block_scales_rescalable(s, 4));
+    s[1] = INFINITY;
+    CHECK(!feather_block_scales_rescalable(s, 4));
+    s[1] = NAN;
+    CHECK(!feather_block_scales_rescalable(s, 4));
+    s[1] = 1e-38f; /* below 2^-40 of the largest */
+    CHECK(!feather_block_scales_rescalable(s, 4));
+    s[0] = s[2] = s[3] = 0x1p40f;
+    s[1] = 1.0f; /* exactly 2^40 apart */
+    CHECK(feather_block_scales_rescalable(s, 4));
+    s[1] = 0.99f;
+    CHECK(!feather_block_scales_rescalable(s, 4));
+}
+
 TEST(gemm_zero_rows_is_a_no_op) {
     uint8_t q[16 * 8] = {0};
     uint16_t y = 0x1234;
@@ -346,6 +369,28 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
         cases++;
         problem_free(&p);
     }
+    /* Block scales where 192 × 128 tiles make one wave and 128 × 128 ones two (N = 3072,
+     * M = 1000): on Hopper the three-warpgroup kernel that keeps its sum in units of the
+     * current group's scale. Then the same with one scale 0 and the rest 2^42 apart, which
+     * that kernel must not take (a division by 0, and units that could overflow). */
+    for (int wide = 0; wide <= 1; wide++) {
+        problem p;
+        problem_make(ctx, &p, 1000, 3072, 512, FEATHER_SCALE_BLOCK, 128, 1, 1);
+        if (wide) {
+            const uint64_t ns = 3072 * (512 / 128);
+            for (uint64_t i = 0; i < ns; i++) p.scales[i] *= (i % 2) ? 0x1p-32f : 0x1p10f;
+            p.scales[ns / 2] = 0.0f;
+            CHECK(!feather_block_scales_rescalable(p.scales, ns));
+            feather_parallel_for(ctx, 3072, 8, reference_rows, &p);
+        } else {
+            CHECK(feather_block_scales_rescalable(p.scales, 3072 * (512 / 128)));
+        }
+        failed += run_case(NULL, FEATHER_DEVICE_GPU, &p, wide ? "gpu, block scales far apart" : "gpu, block scales, 192-row tiles");
+        double e = rel_error(&p);
+        if (e > worst[1]) worst[1] = e;
+        cases++;
+        problem_free(&p);
+    }
     printf("    %d GPU cases, %d failed; worst relative error: fp16 %.3g, bf16 %.3g\n", cases, failed,
            worst[0], worst[1]);
     feather_gpu_release();
@@ -449,7 +494,9 @@ TEST(gemm_gpu_every_variant) {
                      fk_to_device(ds, p.scales, ss) || fk_to_device(db, p.bias, n * 2);
             CHECK(rc == 0);
             for (int v = 1; v < FK_VARIANT_COUNT && !rc; v++) {
-                const int kind = block ? FK_SCALE_BLOCK : FK_SCALE_CHANNEL;
+                /* block:128 as checked scales (FK_SCALE_BLOCK_RS: ws192 keeps its sum in units of
+                 * the current group's scale), block:64 as plain ones */
+                const int kind = !block ? FK_SCALE_CHANNEL : g == 128 ? FK_SCALE_BLOCK_RS : FK_SCALE_BLOCK;
                 const int applies = v == FK_VARIANT_SKINNY16 ? m <= 16
                                     : v == FK_VARIANT_SKINNY32 ? m <= 32
                                     : v <= FK_VARIANT_TILE256 ? 1

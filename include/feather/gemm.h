@@ -6,7 +6,11 @@
  * A is fp16, row-major. Q is the e5m2 weight of W[N,K] in the (K/16, N, 16) layout of quant.h
  * (packed[kb][n][i] = Q[n][16kb+i]); s are its scales in one of quant.h's modes. Products are
  * summed in f32. Block scales (block:G) are applied once per K-group inside the sum
- * (acc += s[n][g] · Σ_{k in g} a·q), tensor and channel scales to the finished sum. Then the
+ * (acc += s[n][g] · Σ_{k in g} a·q), tensor and channel scales to the finished sum. (Some GPU
+ * kernels keep the sum in units of the current group's scale instead, acc ← acc · s[n][g-1] /
+ * s[n][g] + Σ_{k in g} a·q, times the last group's scale at the end: the same sum, rounded
+ * differently. They run only where every block scale is finite and nonzero and all are within
+ * 2^40 of each other, so that it cannot overflow.) Then the
  * bias (given in the output dtype) is added in f32 and the result rounded once, to nearest
  * even, to fp16 or bf16. Elements a kernel fails to write come back as NaN (the GPU path
  * fills its output with a NaN pattern before every launch).
