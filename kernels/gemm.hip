@@ -727,6 +727,14 @@ static int fk_ws_prepare(const void *kern, size_t smem, int threads) {
     return occ;
 }
 
+/* Whether kern was compiled to the registers at entry that Tile assumes: with a producer
+ * warpgroup, consumers asking more registers than the producer gives back would wait forever. */
+template <class Tile>
+static bool fk_ws_regs_as_assumed(const void *kern) {
+    cudaFuncAttributes fa;
+    return !Tile::PRODUCER_WG || (cudaFuncGetAttributes(&fa, kern) == cudaSuccess && fa.numRegs == Tile::ENTRY_REGS);
+}
+
 /* Warp-specialised wgmma kernel with NWG consumer warpgroups: one block per multiprocessor.
  * Falls back to the cp.async kernel when the tensor maps cannot be made. */
 template <int BNA, int STAGES, int NWG, bool BLOCK>
@@ -746,10 +754,7 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
     static int occ = -1;
     if (occ < 0) {
         occ = fk_ws_prepare((const void *)kern, Tile::SMEM, Tile::THREADS);
-        /* consumers asking more registers than the producer gives back would wait forever */
-        cudaFuncAttributes fa;
-        if (Tile::PRODUCER_WG && (cudaFuncGetAttributes(&fa, (const void *)kern) != cudaSuccess || fa.numRegs != Tile::ENTRY_REGS))
-            occ = 0;
+        if (!fk_ws_regs_as_assumed<Tile>((const void *)kern)) occ = 0;
     }
     if (occ < 1) { /* registers or shared memory refused: the cp.async kernel */
         return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
@@ -815,11 +820,7 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     if (!tried) {
         prepared = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
         if (prepared == hipSuccess) fk_prefer_shared((const void *)kern);
-        /* consumers asking more registers than the producer gives back would wait forever */
-        cudaFuncAttributes fa;
-        if (prepared == hipSuccess && Tile::PRODUCER_WG &&
-            (cudaFuncGetAttributes(&fa, (const void *)kern) != cudaSuccess || fa.numRegs != Tile::ENTRY_REGS))
-            prepared = hipErrorInvalidValue;
+        if (prepared == hipSuccess && !fk_ws_regs_as_assumed<Tile>((const void *)kern)) prepared = hipErrorInvalidValue;
         tried = true;
     }
     if (prepared != hipSuccess) return prepared;
@@ -921,9 +922,12 @@ static hipError_t fk_dispatch(int variant, FkParams &p, bool rescale, hipStream_
 #endif
 }
 
+/* FK_SCALE_BLOCK_RS is block scales to everything but the choice of kernel. */
+static int fk_scale_base(int kind) { return kind == FK_SCALE_BLOCK_RS ? FK_SCALE_BLOCK : kind; }
+
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
     const bool rescale = kind == FK_SCALE_BLOCK_RS;
-    if (rescale) kind = FK_SCALE_BLOCK;
+    kind = fk_scale_base(kind);
     /* M ≤ 16 (H100 measurements): the skinny16 kernel's one-wave forms where they apply (see
      * fk_go_skinny16); else with block scales its 4-warp blocks, without them the M ≤ 32
      * kernel's narrower column tiles, unless the weight is large (more than ~40 M bytes), M ≤ 8
@@ -972,6 +976,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * 171.0, 3072² M = 1024 50.8 → 47.4; but where K and M are both short it lost
          * (12288×3072 M = 192 52.3 → 57.2, 3072² M = 256 21.0 → 21.7), so not there. */
         const long long tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % sms;
+        const long long waves128 = (tiles + sms - 1) / sms;
         const bool sk_tail = tiles < 4 * sms && tail && tail < sms / 2;
         /* Three consumer warpgroups (192×128 tiles) where their waves take less time: a wave of
          * them does 1.5× the work of a wave of 128×128 tiles and measured about 1.1× as fast
@@ -982,7 +987,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * 661.6 → 627.0; 8192² M = 4096 1.5 % slower. */
         if (!block || rescale) {
             const long long waves192 = (((n + 191) / 192) * ((m + 127) / 128) + sms - 1) / sms;
-            if (waves192 * 15 < (tiles + sms - 1) / sms * 11) return FK_VARIANT_WS192;
+            if (waves192 * 15 < waves128 * 11) return FK_VARIANT_WS192;
         }
         if (!block) return sk_tail ? FK_VARIANT_SK128 : FK_VARIANT_WS128;
         if (sk_tail && (k > 4096 || m >= 512)) return FK_VARIANT_SK128;
@@ -993,8 +998,8 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * leave most multiprocessors idle (N = 3072, M = 256: 1.4× faster). (Few tiles with a
          * long K, where the tiled kernel had been picked for splitting K, are stream-K's now.) */
         const long long t64 = ((n + 127) / 128) * ((m + 63) / 64);
-        const long long w64 = (t64 + sms - 1) / sms, w128 = (tiles + sms - 1) / sms;
-        return 2 * w64 < 3 * w128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
+        const long long w64 = (t64 + sms - 1) / sms;
+        return 2 * w64 < 3 * waves128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
     }
 #else
     (void)kind; (void)group; (void)rescale;
@@ -1005,7 +1010,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
 
 static bool fk_shape_ok(int64_t m, int64_t n, int64_t k, int kind, int group) {
     const int64_t lim = 0x7fffffff;
-    if (kind == FK_SCALE_BLOCK_RS) kind = FK_SCALE_BLOCK;
+    kind = fk_scale_base(kind);
     if (m < 1 || n < 8 || k < 16 || m > lim || n > lim || k > lim) return false;
     if (n % 8 || k % 16) return false;
     if (kind == FK_SCALE_BLOCK && (group < 16 || group % 16 || k % group)) return false;
@@ -1025,7 +1030,7 @@ static FkParams fk_params(int64_t m, int64_t n, int64_t k, const void *a, const 
     p.M = (int)m;
     p.N = (int)n;
     p.K = (int)k;
-    p.kind = kind == FK_SCALE_BLOCK_RS ? FK_SCALE_BLOCK : kind;
+    p.kind = fk_scale_base(kind);
     p.G = p.kind == FK_SCALE_BLOCK ? group : (int)k;
     p.gpr = (int)(k / p.G);
     p.gshift = fk_gshift(p.G);
