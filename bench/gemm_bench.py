@@ -126,8 +126,8 @@ class Problem:
         else:
             self.scales = torch.full((1,), 1 / 64, device=dev)
             sfull = self.scales
-        v = self.scales.abs()  # feather_gemm's check of block scales (finite, nonzero, within 2^40)
-        self.scales_ok = bool(torch.isfinite(v).all() and (v > 0).all() and v.max() <= v.min() * 2.0**40)
+        v = self.scales.abs()  # feather_gemm's check of block scales (normal, within [2^-126, 2^126] and 2^40 of each other)
+        self.scales_ok = bool(((v >= 2.0**-126) & (v <= 2.0**126)).all() and v.max() <= v.min() * 2.0**40)
         self.w_deq = self.q.float() * sfull                                # fp32 (N, K)
         self.w16 = self.w_deq.half()
         self.y = torch.empty(m, n, device=dev, dtype=torch.bfloat16)

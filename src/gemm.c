@@ -44,7 +44,7 @@ int feather_block_scales_rescalable(const float *s, uint64_t count) {
     float lo = INFINITY, hi = 0.0f;
     for (uint64_t i = 0; i < count; i++) {
         const float v = fabsf(s[i]);
-        if (!(v > 0.0f && v <= FLT_MAX)) return 0; /* zero, Inf or NaN */
+        if (!(v >= 0x1p-126f && v <= 0x1p126f)) return 0; /* zero, subnormal, huge, Inf or NaN */
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
     }

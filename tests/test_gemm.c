@@ -248,6 +248,14 @@ TEST(gemm_block_scales_rescalable_rule) {
     CHECK(!feather_block_scales_rescalable(s, 4));
     s[1] = 1e-38f; /* below 2^-40 of the largest */
     CHECK(!feather_block_scales_rescalable(s, 4));
+    s[0] = s[1] = s[2] = s[3] = 0x1p-126f; /* the smallest normal float */
+    CHECK(feather_block_scales_rescalable(s, 4));
+    s[1] = 0x1p-127f; /* subnormal, though within 2^40 */
+    CHECK(!feather_block_scales_rescalable(s, 4));
+    s[0] = s[1] = s[2] = s[3] = 0x1p126f;
+    CHECK(feather_block_scales_rescalable(s, 4));
+    s[1] = 0x1p127f; /* past the fast division's range, though within 2^40 */
+    CHECK(!feather_block_scales_rescalable(s, 4));
     s[0] = s[2] = s[3] = 0x1p40f;
     s[1] = 1.0f; /* exactly 2^40 apart */
     CHECK(feather_block_scales_rescalable(s, 4));
@@ -371,21 +379,24 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
     }
     /* Block scales where 192 × 128 tiles make one wave and 128 × 128 ones two (N = 3072,
      * M = 1000): on Hopper the three-warpgroup kernel that keeps its sum in units of the
-     * current group's scale. Then the same with one scale 0 and the rest 2^42 apart, which
-     * that kernel must not take (a division by 0, and units that could overflow). */
-    for (int wide = 0; wide <= 1; wide++) {
+     * current group's scale, also with neighbouring groups' scales 2^36 apart (ratios near the
+     * rule's limit in every close). Then one scale 0 and the rest 2^42 apart, which that
+     * kernel must not take (a division by 0, and units that could overflow). */
+    static const char *const spreads[] = {"gpu, block scales, 192-row tiles", "gpu, block scales 2^36 apart",
+                                          "gpu, block scales far apart"};
+    for (int wide = 0; wide <= 2; wide++) {
         problem p;
         problem_make(ctx, &p, 1000, 3072, 512, FEATHER_SCALE_BLOCK, 128, 1, 1);
-        if (wide) {
-            const uint64_t ns = 3072 * (512 / 128);
+        const uint64_t ns = 3072 * (512 / 128);
+        if (wide == 1)
+            for (uint64_t i = 0; i < ns; i++) p.scales[i] *= (i % 2) ? 0x1p-18f : 0x1p18f;
+        if (wide == 2) {
             for (uint64_t i = 0; i < ns; i++) p.scales[i] *= (i % 2) ? 0x1p-32f : 0x1p10f;
             p.scales[ns / 2] = 0.0f;
-            CHECK(!feather_block_scales_rescalable(p.scales, ns));
-            feather_parallel_for(ctx, 3072, 8, reference_rows, &p);
-        } else {
-            CHECK(feather_block_scales_rescalable(p.scales, 3072 * (512 / 128)));
         }
-        failed += run_case(NULL, FEATHER_DEVICE_GPU, &p, wide ? "gpu, block scales far apart" : "gpu, block scales, 192-row tiles");
+        if (wide) feather_parallel_for(ctx, 3072, 8, reference_rows, &p);
+        CHECK(feather_block_scales_rescalable(p.scales, ns) == (wide < 2));
+        failed += run_case(NULL, FEATHER_DEVICE_GPU, &p, spreads[wide]);
         double e = rel_error(&p);
         if (e > worst[1]) worst[1] = e;
         cases++;

@@ -9,8 +9,8 @@
  * (acc += s[n][g] · Σ_{k in g} a·q), tensor and channel scales to the finished sum. (Some GPU
  * kernels keep the sum in units of the current group's scale instead, acc ← acc · s[n][g-1] /
  * s[n][g] + Σ_{k in g} a·q, times the last group's scale at the end: the same sum, rounded
- * differently. They run only where every block scale is finite and nonzero and all are within
- * 2^40 of each other, so that it cannot overflow.) Then the
+ * differently. They run only where every block scale's magnitude lies in [2^-126, 2^126] and
+ * all are within 2^40 of each other, so that it cannot overflow.) Then the
  * bias (given in the output dtype) is added in f32 and the result rounded once, to nearest
  * even, to fp16 or bf16. Elements a kernel fails to write come back as NaN (the GPU path
  * fills its output with a NaN pattern before every launch).
