@@ -669,18 +669,22 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             gs8 = v8 ? __ldg(sp8 + gi) : 0.0f;
         };
         if constexpr (BLOCK) load_scales();
-        /* RS: the scales of the next two groups (ns: gi + 1, nns: gi + 2; 1 past the row's last
-         * group or past N, where the current ones are 1 too) and the ratio r of this group's
-         * close. A close does only its wait and the multiplications: the next ratio and load
-         * follow the next chunk's instructions (adv), off the path from the wait to them. With
-         * the division and load at the close, it took 1.25× the time of the same kernel
-         * without closes (H100, 3072², M = 1024), the multiplications alone 1.07×. */
+        /* RS: the scales of the next two groups (ns: gi + 1, nns: gi + 2) and the ratio r of this
+         * group's close. A close does only its wait and the multiplications: the next ratio and
+         * load follow the next chunk's instructions (adv), off the path from the wait to them.
+         * With the division and load at the close, it took 1.25× the time of the same kernel
+         * without closes (H100, 3072², M = 1024), the multiplications alone 1.07×.
+         * The loads are unconditional, from the row's last group past its end and from row 0
+         * past N: a load chosen against a constant had its result copied at once, which waited
+         * out the load's whole latency at every group (1.00–1.07× slower, H100). What they read
+         * there is harmless: a scale past the last group only ever enters a ratio that no close
+         * uses, and rows past N have zero weights (the rule keeps every scale finite). */
         float ns0 = 1.0f, ns8 = 1.0f, nns0 = 1.0f, nns8 = 1.0f, r0 = 1.0f, r8 = 1.0f;
         bool adv = false;
         auto load_ahead = [&](int g, float &x0, float &x8) {
-            const bool more = g < p.gpr;
-            x0 = v0 && more ? __ldg(sp0 + g) : 1.0f;
-            x8 = v8 && more ? __ldg(sp8 + g) : 1.0f;
+            const int last = g < p.gpr ? g : p.gpr - 1;
+            x0 = __ldg(sp0 + last);
+            x8 = __ldg(sp8 + last);
         };
         if constexpr (RS) {
             if (!v0) gs0 = 1.0f;
