@@ -36,6 +36,8 @@ enum {
     FK_VARIANT_WS192 = 11,    /* ws128 with three consumer warpgroups: 192 weight rows × 128 (block scales: FK_SCALE_BLOCK_RS only) */
     FK_VARIANT_SK128 = 12,    /* ws128 with the last waves' tiles split between blocks (stream-K) */
     FK_VARIANT_SK64 = 13,     /* the same with 64 rows of A */
+    FK_VARIANT_WS256 = 14,    /* ws128 with 256 rows of A and a producer warpgroup (block scales: FK_SCALE_BLOCK_RS only) */
+    FK_VARIANT_SK256 = 15,    /* sk128 with 256 rows of A (the same) */
     FK_VARIANT_COUNT
 };
 

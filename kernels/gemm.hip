@@ -745,8 +745,11 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
         *ws_need = 0;
         return hipSuccess;
     }
+    /* the fallback: the cp.async kernel, with block scales at most 128 rows of A (two
+     * accumulator sets of 128 would spill) */
+    constexpr int FB = BLOCK && BNA > 128 ? 128 : BNA;
     CUtensorMap ta, tw;
-    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
+    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return fk_go_wgmma<FB, 4, BLOCK>(p, st, nullptr);
     auto kern = [] {
         if constexpr (NWG == 3) return fk_gemm_wgws3<BNA, STAGES, BLOCK>;
         else return fk_gemm_wgws<BNA, STAGES, BLOCK>;
@@ -757,7 +760,7 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
         if (!fk_ws_regs_as_assumed<Tile>((const void *)kern)) occ = 0;
     }
     if (occ < 1) { /* registers or shared memory refused: the cp.async kernel */
-        return fk_go_wgmma<BNA, 4, BLOCK>(p, st, nullptr);
+        return fk_go_wgmma<FB, 4, BLOCK>(p, st, nullptr);
     }
     const long long tiles = (long long)((p.N + Tile::WBN - 1) / Tile::WBN) * ((p.M + BNA - 1) / BNA);
     if (tiles > 0x7fffffffLL) return hipErrorInvalidValue;
@@ -874,6 +877,18 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
         else if constexpr (Mma::KSS == 64)
             return rescale ? fk_go_wgws<128, 7, 3, true>(p, st, ws_need) : fk_go_wgws<128, 8, 2, true>(p, st, ws_need);
         else return hipErrorInvalidValue;
+    case FK_VARIANT_WS256:
+        /* block scales: in units of the current group where the caller allows it, else ws128
+         * (no room for a second set of 128 accumulators) */
+        if constexpr (Mma::KSS == 64 && BLOCK)
+            if (!rescale) return fk_go_wgws<128, 8, 2, true>(p, st, ws_need);
+        if constexpr (Mma::KSS == 64) return fk_go_wgws<256, 5, 2, BLOCK>(p, st, ws_need);
+        else return hipErrorInvalidValue;
+    case FK_VARIANT_SK256:
+        if constexpr (Mma::KSS == 64 && BLOCK)
+            if (!rescale) return fk_go_wgsk<128, 8, true>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (Mma::KSS == 64) return fk_go_wgsk<256, 5, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return hipErrorInvalidValue;
     case FK_VARIANT_WGMMA256:
         /* 128 accumulators per thread: no room for a second set (block scales) */
         if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgmma<256, 4, BLOCK>(p, st, ws_need);
@@ -987,6 +1002,20 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * 661.6 → 627.0; 8192² M = 4096 1.5 % slower. */
         if (!block || rescale) {
             const long long waves192 = (((n + 191) / 192) * ((m + 127) / 128) + sms - 1) / sms;
+            /* 128 × 256 tiles (two consumer warpgroups of m64n256): a wave of them does 2× the
+             * work of a wave of 128 × 128 tiles in about 1.5× the time, 1.11× that of a wave of
+             * 192 × 128 ones (H100, full waves); so where their waves take the least time. Their
+             * stream-K form where a long K meets few of them and a last wave less than half full
+             * (3072×12288: M = 512 75.0 → 65.6 µs, M = 2048 233.1 → 211.7; block:128 93.6 →
+             * 77.4 and 280.3 → 257.0; not with K = 3072, where it lost to whole 192-row tiles).
+             * Against the kernels picked before, back to back (tensor; block:128): 8192²
+             * M = 512 104.5 → 90.6, 128.0 → 104.3; M = 1024 229.7 → 189.6, 266.3 → 212.6;
+             * M = 4096 944.0 → 768.9, 1082.9 → 912.2; 12288×3072 M = 1024 114.1 → 109.6,
+             * 132.9 → 125.9; 3072² M = 4096 119.1 → 112.0, 133.7 → 127.7. */
+            const long long t256 = ((n + 127) / 128) * ((m + 255) / 256), tail256 = t256 % sms;
+            const long long waves256 = (t256 + sms - 1) / sms;
+            if (t256 < 4 * sms && tail256 && tail256 < sms / 2 && k > 4096 && m >= 512) return FK_VARIANT_SK256;
+            if (3 * waves256 < 2 * waves128 && 10 * waves256 < 9 * waves192) return FK_VARIANT_WS256;
             if (waves192 * 15 < waves128 * 11) return FK_VARIANT_WS192;
         }
         if (!block) return sk_tail ? FK_VARIANT_SK128 : FK_VARIANT_WS128;

@@ -154,10 +154,34 @@ __device__ __forceinline__ void fk_wgmma_m64n128k16_p(float *d, uint32_t a0, uin
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
                  : "memory");
 }
+/* 256 rows of A: 128 accumulators per thread (FK_VARIANT_WS256, SK256) */
+__device__ __forceinline__ void fk_wgmma_m64n256k16_p(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
+                 : "memory");
+}
 template <int BNA>
 __device__ __forceinline__ void fk_wg_mma_p(float *d, const uint32_t *a, uint64_t desc, int scale_d) {
-    static_assert(BNA == 64 || BNA == 128, "warp-specialised tiles: 64 or 128 rows of A");
-    if constexpr (BNA == 128) fk_wgmma_m64n128k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
+    if constexpr (BNA == 256) fk_wgmma_m64n256k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
+    else if constexpr (BNA == 128) fk_wgmma_m64n128k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
     else fk_wgmma_m64n64k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
 }
 
@@ -337,10 +361,16 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
  * each thread's two columns' scale and bias once (per element, it had cost 10 % at M = 4096).
  * Three consumer warpgroups (192 weight rows) measured 1.06–1.12× two at full waves on an H100:
  * more warps to cover each other's operand builds and waits, and 1.5× the work per activation
- * tile moved. Measured and dropped: tiles of 256 rows of A (m64n256, 1.3–1.5× slower), a third
- * register-operand set keeping two chunks queued (3–8 % slower), and stream-K over the
+ * tile moved. Tiles of 256 rows of A (m64n256, two consumer warpgroups) had measured 1.3–1.5×
+ * slower while a ninth producer warp left the consumers 168 registers for their 128
+ * accumulators; with a producer warpgroup giving its registers away (232 each) they are the
+ * fastest form wherever their waves are full (H100: 1.04–1.23× the three-warpgroup tiles at
+ * M = 4096, and 2× the work per weight byte moved). Measured and dropped: a third
+ * register-operand set keeping two chunks queued (3–8 % slower), stream-K over the
  * three-warpgroup tiles (as fast as or slower than whole tiles at every benchmarked shape; its
- * 160 registers also spilled a little). */
+ * 160 registers also spilled a little), and three warpgroups over 64 rows of A, whose 96
+ * accumulators per thread would have held two group-sum sets beside the total (1.35–1.7×
+ * slower than 128 rows even with tensor scales). */
 #define FK_WS_GROUP_M 8
 
 #define FK_WS_LDE 72 /* halves per row of the epilogue's buffer (64 + 8) */
@@ -350,9 +380,9 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
  * ninth producer warp one quarter holds three warps of at most 168 registers: enough without
  * block scales, too few with them (two accumulator sets of 64, two register-operand sets of 16
  * and the addresses; compiled to 224 such a block never launched). Twelve consumer warps and a
- * thirteenth would leave one quarter four warps of at most 128. So with block scales, and with
- * three consumer warpgroups, the producer is a whole warpgroup that gives its registers to the
- * consumers (setmaxnreg). The registers a consumer may take are those the producer gives back,
+ * thirteenth would leave one quarter four warps of at most 128. So with block scales, with
+ * three consumer warpgroups and with 256 rows of A, the producer is a whole warpgroup that gives
+ * its registers to the consumers (setmaxnreg). The registers a consumer may take are those the producer gives back,
  * no more: the block is allocated ENTRY_REGS per thread (its launch bound's share of the
  * register file) and a setmaxnreg.inc beyond the pool waits forever (a first build asking
  * 240 of 168 + 136 · 128 / 256 hung). 192 weight rows (384 words of 8 bytes per kb) come in
@@ -361,7 +391,7 @@ template <int BNA, int STAGES, int NWG, bool BLOCK = false>
 struct FkWsTile {
     static constexpr int WBN = 64 * NWG;               /* weight rows per tile */
     static constexpr int CONSUMERS = 128 * NWG;
-    static constexpr bool PRODUCER_WG = NWG == 3 || BLOCK;
+    static constexpr bool PRODUCER_WG = NWG == 3 || BLOCK || BNA == 256;
     static constexpr int THREADS = CONSUMERS + (PRODUCER_WG ? 128 : 32);
     static constexpr int ENTRY_REGS = (65536 / THREADS) & ~7, PRODUCER_REGS = 32;
     static constexpr int CONSUMER_REGS = (ENTRY_REGS + (ENTRY_REGS - PRODUCER_REGS) * 128 / CONSUMERS) & ~7;
@@ -619,15 +649,15 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     const int wrec = (nrow / HROWS) * 4 * HROWS * 16 + (nrow % HROWS) * 16;
     const uint32_t sel = fk_wg_a_sel(t);
     float acc[NACC];
-    /* Block scales with three consumer warpgroups, whose registers do not hold a second
-     * accumulator set: one set, in units of the current group's scale. As a group closes it is
+    /* Block scales with three consumer warpgroups or 256 rows of A, whose registers do not hold a
+     * second accumulator set: one set, in units of the current group's scale. As a group closes it is
      * multiplied by r = s_g / s_{g+1}, the next group adds to it, and the last group's scale
      * multiplies it at the end. The same sum as acc += s_g · Σ_g, rounded differently. The
      * host allows it only where every scale is a normal float within [2^-126, 2^126] (the
      * range of the fast division below) and they are within 2^40 of each other
      * (FK_SCALE_BLOCK_RS): in those units the sum then stays below 2^40 · K · 65504 · 57344 <
      * 2^103, inside f32's range. */
-    constexpr bool RS = BLOCK && NWG == 3;
+    constexpr bool RS = BLOCK && (NWG == 3 || BNA == 256);
     float accg[BLOCK && !RS ? NACC : 1];
     uint32_t a0[4][4], a1[4][4];
     int s = 0, rs = 0; /* stage of the next chunk; stage of the oldest one not yet given back */

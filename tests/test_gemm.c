@@ -377,31 +377,45 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
         cases++;
         problem_free(&p);
     }
-    /* Block scales where 192 × 128 tiles make one wave and 128 × 128 ones two (N = 3072,
-     * M = 1000): on Hopper the three-warpgroup kernel that keeps its sum in units of the
-     * current group's scale, also with neighbouring groups' scales 2^36 apart (ratios near the
-     * rule's limit in every close). Then one scale 0 and the rest 2^42 apart, which that
-     * kernel must not take (a division by 0, and units that could overflow). */
-    static const char *const spreads[] = {"gpu, block scales, 192-row tiles", "gpu, block scales 2^36 apart",
+    /* Block scales on the kernels that keep their sum in units of the current group's scale
+     * (on Hopper: 192 × 128 tiles at N = 3072, M = 1000; 128 × 256 tiles at N = 8192, M = 1000,
+     * and split between blocks at N = 3072, K = 8192, M = 512), also with neighbouring groups'
+     * scales 2^36 apart (ratios near the rule's limit in every close). Then one scale 0 and
+     * the rest 2^42 apart, which those kernels must not take (a division by 0, and units that
+     * could overflow). */
+    static const char *const spreads[] = {"gpu, block scales in units of the group's", "gpu, block scales 2^36 apart",
                                           "gpu, block scales far apart"};
-    for (int wide = 0; wide <= 2; wide++) {
-        problem p;
-        problem_make(ctx, &p, 1000, 3072, 512, FEATHER_SCALE_BLOCK, 128, 1, 1);
-        const uint64_t ns = 3072 * (512 / 128);
-        if (wide == 1)
-            for (uint64_t i = 0; i < ns; i++) p.scales[i] *= (i % 2) ? 0x1p-18f : 0x1p18f;
-        if (wide == 2) {
-            for (uint64_t i = 0; i < ns; i++) p.scales[i] *= (i % 2) ? 0x1p-32f : 0x1p10f;
-            p.scales[ns / 2] = 0.0f;
+    static const uint64_t rs_shapes[][3] = {{1000, 3072, 512}, {1000, 8192, 512}, {512, 3072, 8192}};
+#ifdef FEATHER_GPU
+    static const int rs_kernel[] = {FK_VARIANT_WS192, FK_VARIANT_WS256, FK_VARIANT_SK256};
+    char desc[256];
+    (void)feather_gpu_available(desc, sizeof desc);
+    const int hopper = strstr(desc, ", sm_90,") && strstr(desc, " 132 SMs");
+#endif
+    for (size_t si = 0; si < sizeof rs_shapes / sizeof rs_shapes[0]; si++)
+        for (int wide = 0; wide <= 2; wide++) {
+            const uint64_t m = rs_shapes[si][0], n = rs_shapes[si][1], k = rs_shapes[si][2];
+#ifdef FEATHER_GPU
+            /* the kernel each shape is here for (the pick's rule counts waves on 132 SMs) */
+            if (hopper && wide == 0) CHECK(fk_gemm_pick((int64_t)m, (int64_t)n, (int64_t)k, FK_SCALE_BLOCK_RS, 128) == rs_kernel[si]);
+#endif
+            problem p;
+            problem_make(ctx, &p, m, n, k, FEATHER_SCALE_BLOCK, 128, 1, 1);
+            const uint64_t ns = n * (k / 128);
+            if (wide == 1)
+                for (uint64_t i = 0; i < ns; i++) p.scales[i] *= (i % 2) ? 0x1p-18f : 0x1p18f;
+            if (wide == 2) {
+                for (uint64_t i = 0; i < ns; i++) p.scales[i] *= (i % 2) ? 0x1p-32f : 0x1p10f;
+                p.scales[ns / 2] = 0.0f;
+            }
+            if (wide) feather_parallel_for(ctx, n, 8, reference_rows, &p);
+            CHECK(feather_block_scales_rescalable(p.scales, ns) == (wide < 2));
+            failed += run_case(NULL, FEATHER_DEVICE_GPU, &p, spreads[wide]);
+            double e = rel_error(&p);
+            if (e > worst[1]) worst[1] = e;
+            cases++;
+            problem_free(&p);
         }
-        if (wide) feather_parallel_for(ctx, 3072, 8, reference_rows, &p);
-        CHECK(feather_block_scales_rescalable(p.scales, ns) == (wide < 2));
-        failed += run_case(NULL, FEATHER_DEVICE_GPU, &p, spreads[wide]);
-        double e = rel_error(&p);
-        if (e > worst[1]) worst[1] = e;
-        cases++;
-        problem_free(&p);
-    }
     printf("    %d GPU cases, %d failed; worst relative error: fp16 %.3g, bf16 %.3g\n", cases, failed,
            worst[0], worst[1]);
     feather_gpu_release();
