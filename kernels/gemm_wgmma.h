@@ -698,7 +698,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             gs0 = v0 ? __ldg(sp0 + gi) : 0.0f;
             gs8 = v8 ? __ldg(sp8 + gi) : 0.0f;
         };
-        if constexpr (BLOCK) load_scales();
+        if constexpr (BLOCK && !RS) load_scales();
         /* RS: the scales of the next two groups (ns: gi + 1, nns: gi + 2) and the ratio r of this
          * group's close. A close does only its wait and the multiplications: the next ratio and
          * load follow the next chunk's instructions (adv), off the path from the wait to them.
@@ -717,8 +717,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             x8 = __ldg(sp8 + last);
         };
         if constexpr (RS) {
-            if (!v0) gs0 = 1.0f;
-            if (!v8) gs8 = 1.0f;
+            load_ahead(gi, gs0, gs8);
             load_ahead(gi + 1, ns0, ns8);
             load_ahead(gi + 2, nns0, nns8);
             r0 = __fdividef(gs0, ns0);
