@@ -1007,14 +1007,18 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
              * 192 × 128 ones (H100, full waves); so where their waves take the least time. Their
              * stream-K form where a long K meets few of them and a last wave less than half full
              * (3072×12288: M = 512 75.0 → 65.6 µs, M = 2048 233.1 → 211.7; block:128 93.6 →
-             * 77.4 and 280.3 → 257.0; not with K = 3072, where it lost to whole 192-row tiles).
+             * 77.4 and 280.3 → 257.0; not with K = 3072, where it lost to whole 192-row tiles),
+             * and after whole waves only where K ≤ 8192 (13824×5120 M = 1024: 230.3 → 207.8,
+             * block:128 268.6 → 248.1; but 5120×13824 M = 2048 449.5 → 638.6, presumably
+             * because its split tiles' panels, about 100 MB, no longer share L2).
              * Against the kernels picked before, back to back (tensor; block:128): 8192²
              * M = 512 104.5 → 90.6, 128.0 → 104.3; M = 1024 229.7 → 189.6, 266.3 → 212.6;
              * M = 4096 944.0 → 768.9, 1082.9 → 912.2; 12288×3072 M = 1024 114.1 → 109.6,
              * 132.9 → 125.9; 3072² M = 4096 119.1 → 112.0, 133.7 → 127.7. */
             const long long t256 = ((n + 127) / 128) * ((m + 255) / 256), tail256 = t256 % sms;
             const long long waves256 = (t256 + sms - 1) / sms;
-            if (t256 < 4 * sms && tail256 && tail256 < sms / 2 && k > 4096 && m >= 512) return FK_VARIANT_SK256;
+            if (t256 < 4 * sms && tail256 && tail256 < sms / 2 && k > 4096 && m >= 512 && (t256 < 2 * sms || k <= 8192))
+                return FK_VARIANT_SK256;
             if (3 * waves256 < 2 * waves128 && 10 * waves256 < 9 * waves192) return FK_VARIANT_WS256;
             if (waves192 * 15 < waves128 * 11) return FK_VARIANT_WS192;
         }
