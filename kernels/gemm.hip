@@ -19,6 +19,7 @@
  * bias and rounding happen in the epilogue (gemm_common.h).
  */
 #include "gemm_common.h"
+#include <type_traits> /* std::integral_constant (fk_static_for) */
 #if FK_NVIDIA
 #include "mma_nv.h"
 #include "gemm_wgmma.h"
@@ -80,6 +81,24 @@ __device__ __forceinline__ void fk_zero(float (&acc)[MI][NJ][Mma::NACC]) {
 #pragma unroll
             for (int i = 0; i < Mma::NACC; i++) acc[mi][nj][i] = 0.0f;
 }
+
+/* f(integral_constant<int, 0>), …, f(integral_constant<int, N - 1>), unrolled by the compiler
+ * for certain */
+template <int I, int N>
+struct FkStaticFor {
+    template <class F>
+    static __device__ __forceinline__ void run(F &f) {
+        f(std::integral_constant<int, I>{});
+        FkStaticFor<I + 1, N>::run(f);
+    }
+};
+template <int N>
+struct FkStaticFor<N, N> {
+    template <class F>
+    static __device__ __forceinline__ void run(F &) {}
+};
+template <int N, class F>
+__device__ __forceinline__ void fk_static_for(F f) { FkStaticFor<0, N>::run(f); }
 
 /* ------------------------------------------------------------------------------------------ */
 template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
@@ -161,11 +180,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
     }
 
     if (p.splits == 1) {
-#pragma unroll
-        for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-            for (int nj = 0; nj < NJ; nj++)
-                Mma::store(p, acc[mi][nj], m0 + wm * WM + mi * 16, n0 + wn * WN + nj * Mma::TN, lane);
+        fk_static_for<MI * NJ>([&](auto q) {
+            constexpr int mi = decltype(q)::value / NJ, nj = decltype(q)::value % NJ;
+            Mma::store(p, acc[mi][nj], m0 + wm * WM + mi * 16, n0 + wn * WN + nj * Mma::TN, lane);
+        });
         return;
     }
 #pragma unroll
