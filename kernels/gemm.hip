@@ -100,6 +100,18 @@ struct FkStaticFor<N, N> {
 template <int N, class F>
 __device__ __forceinline__ void fk_static_for(F f) { FkStaticFor<0, N>::run(f); }
 
+/* One fragment's accumulators, by value, and their store: called, not inlined, so that the
+ * epilogue stays small enough to unroll (inlined, its MI·NJ copies of the rounding and scaling
+ * code took the compiler 5× as long) */
+template <class Mma>
+struct FkFrag {
+    float v[Mma::NACC];
+};
+template <class Mma>
+__device__ __noinline__ void fk_store_frag(FkParams p, FkFrag<Mma> f, int row0, int col0, int lane) {
+    Mma::store(p, f.v, row0, col0, lane);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
 __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkParams p) {
@@ -182,7 +194,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
     if (p.splits == 1) {
         fk_static_for<MI * NJ>([&](auto q) {
             constexpr int mi = decltype(q)::value / NJ, nj = decltype(q)::value % NJ;
-            Mma::store(p, acc[mi][nj], m0 + wm * WM + mi * 16, n0 + wn * WN + nj * Mma::TN, lane);
+            FkFrag<Mma> f;
+#pragma unroll
+            for (int i = 0; i < Mma::NACC; i++) f.v[i] = acc[mi][nj][i];
+            fk_store_frag<Mma>(p, f, m0 + wm * WM + mi * 16, n0 + wn * WN + nj * Mma::TN, lane);
         });
         return;
     }
