@@ -912,15 +912,16 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS256:
         /* block scales: in units of the current group where the caller allows it, else ws128
-         * (no room for a second set of 128 accumulators) */
-        if constexpr (Mma::KSS == 64 && BLOCK)
-            if (!rescale) return fk_go_wgws<128, 8, 2, true>(p, st, ws_need);
-        if constexpr (Mma::KSS == 64) return fk_go_wgws<256, 5, 2, BLOCK>(p, st, ws_need);
+         * (no room for a second set of 128 accumulators); sk256 likewise with sk128 */
+        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgws<256, 5, 2, false>(p, st, ws_need);
+        else if constexpr (Mma::KSS == 64)
+            return rescale ? fk_go_wgws<256, 5, 2, true>(p, st, ws_need) : fk_go_wgws<128, 8, 2, true>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_SK256:
-        if constexpr (Mma::KSS == 64 && BLOCK)
-            if (!rescale) return fk_go_wgsk<128, 8, true>(p, st, ws_need, ws, ws_bytes);
-        if constexpr (Mma::KSS == 64) return fk_go_wgsk<256, 5, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<256, 5, false>(p, st, ws_need, ws, ws_bytes);
+        else if constexpr (Mma::KSS == 64)
+            return rescale ? fk_go_wgsk<256, 5, true>(p, st, ws_need, ws, ws_bytes)
+                           : fk_go_wgsk<128, 8, true>(p, st, ws_need, ws, ws_bytes);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WGMMA256:
         /* 128 accumulators per thread: no room for a second set (block scales) */

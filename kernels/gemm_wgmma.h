@@ -87,6 +87,7 @@ __device__ __forceinline__ void fk_wgmma_m64n256k16_p(float *d, uint32_t a0, uin
 }
 template <int BNA>
 __device__ __forceinline__ void fk_wg_mma_p(float *d, const uint32_t *a, uint64_t desc, int scale_d) {
+    static_assert(BNA == 64 || BNA == 128 || BNA == 256, "tiles of 64, 128 or 256 rows of A");
     if constexpr (BNA == 256) fk_wgmma_m64n256k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
     else if constexpr (BNA == 128) fk_wgmma_m64n128k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
     else fk_wgmma_m64n64k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
@@ -275,11 +276,12 @@ __global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
  * and the addresses; compiled to 224 such a block never launched). Twelve consumer warps and a
  * thirteenth would leave one quarter four warps of at most 128. So with block scales, with
  * three consumer warpgroups and with 256 rows of A, the producer is a whole warpgroup that gives
- * its registers to the consumers (setmaxnreg). The registers a consumer may take are those the producer gives back,
- * no more: the block is allocated ENTRY_REGS per thread (its launch bound's share of the
- * register file) and a setmaxnreg.inc beyond the pool waits forever (a first build asking
- * 240 of 168 + 136 · 128 / 256 hung). 192 weight rows (384 words of 8 bytes per kb) come in
- * two copies of 96, which land one after the other: TMA boxes are at most 256 words wide. */
+ * its registers to the consumers (setmaxnreg). The registers a consumer may take are those the
+ * producer gives back, no more: the block is allocated ENTRY_REGS per thread (its launch
+ * bound's share of the register file) and a setmaxnreg.inc beyond the pool waits forever (a
+ * first build asking 240 of 168 + 136 · 128 / 256 hung). 192 weight rows (384 words of 8 bytes
+ * per kb) come in two copies of 96, which land one after the other: TMA boxes are at most 256
+ * words wide. */
 template <int BNA, int STAGES, int NWG, bool BLOCK = false>
 struct FkWsTile {
     static constexpr int WBN = 64 * NWG;               /* weight rows per tile */
@@ -542,10 +544,10 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     const int wrec = (nrow / HROWS) * 4 * HROWS * 16 + (nrow % HROWS) * 16;
     const uint32_t sel = fk_wg_a_sel(t);
     float acc[NACC];
-    /* Block scales with three consumer warpgroups or 256 rows of A, whose registers do not hold a
-     * second accumulator set: one set, in units of the current group's scale. As a group closes it is
-     * multiplied by r = s_g / s_{g+1}, the next group adds to it, and the last group's scale
-     * multiplies it at the end. The same sum as acc += s_g · Σ_g, rounded differently. The
+    /* Block scales with three consumer warpgroups or 256 rows of A, whose registers do not hold
+     * a second accumulator set: one set, in units of the current group's scale. As a group
+     * closes it is multiplied by r = s_g / s_{g+1}, the next group adds to it, and the last
+     * group's scale multiplies it at the end. The same sum as acc += s_g · Σ_g, rounded differently. The
      * host allows it only where every scale is a normal float within [2^-126, 2^126] (the
      * range of the fast division below) and they are within 2^40 of each other
      * (FK_SCALE_BLOCK_RS): in those units the sum then stays below 2^40 · K · 65504 · 57344 <
