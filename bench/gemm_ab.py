@@ -2,7 +2,7 @@
 """Side-by-side timings of the kernels from several builds of the kernel library, in one
 process: every build is first run through the dependent-chain check, then each shape is timed
 back to back (a CUDA graph of 20 calls over rotating weight copies, as in gemm_bench.py) and as
-single calls, cycling over the builds three times so that drift hits all of them alike.
+single calls, the builds' calls taking turns (gemm_bench.interleaved), in --rounds rounds.
 Variant 0 is each build's own pick; a variant a build does not have is left out for it ("-").
 
     python3 bench/gemm_ab.py NAME=path/libfeather_kernels.so NAME=... [--variants 0,1,2]
@@ -58,13 +58,13 @@ def main():
             p = gb.Problem(m, n, k, mode, int(group), dev)
             ncopy = max(2, min(20, -(-(200 << 20) // (n * k))))
             copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
+            runs = [(name, v, lambda c=None, st=None, lib=lib, v=v: gb.run_ours(lib, p, v, ws, c, st))
+                    for name, lib in libs for v in known[name]]
             for _ in range(args.rounds):
-                for name, lib in libs:
-                    for v in known[name]:
-                        run = lambda c=None, st=None: gb.run_ours(lib, p, v, ws, c, st)  # noqa: E731
-                        chain = gb.time_chain(lambda c, st: run(c, st), copies, 20, flush)
-                        single = gb.timeit(run, 20, flush)
-                        res.setdefault((n, k, m, v, name), []).append((chain, single))
+                chains = gb.time_chains([(run, copies) for _, _, run in runs], 20, flush)
+                singles = gb.timeit_all([run for _, _, run in runs], 20, flush)
+                for (name, v, _), chain, single in zip(runs, chains, singles):
+                    res.setdefault((n, k, m, v, name), []).append((chain, single))
             del copies, p
             torch.cuda.empty_cache()
     print("back to back us per call, lowest of the rounds [each round] (single call, lowest)")

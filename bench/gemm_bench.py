@@ -5,7 +5,8 @@ cuBLAS fp16 (torch.nn.functional.linear), torch's upcast-then-matmul and torch._
 Every timed call is preceded by a read of a 256 MiB buffer that evicts the L2 cache (a read, not
 a write: a write would leave up to 50 MB of dirty lines whose write-back then competes with the
 timed call's reads), and is timed alone with CUDA events; the median of --reps calls is reported.
-For M <= 16 every variant and cuBLAS are also timed back to back (one CUDA graph of
+At each point the variants and the baselines take turns, call by call, so that they meet the
+same clocks (an H100 under sustained load runs into its power limit within a second). For M <= 16 every variant and cuBLAS are also timed back to back (one CUDA graph of
 --chain calls over rotating weight copies totalling over 200 MB, so every call reads its weight
 from memory and launch gaps vanish). Every feather variant's output is checked against an fp32
 product of the same dequantised weights before it is timed.
@@ -67,45 +68,58 @@ def evict(flush):
     flush.max()  # reads the whole buffer: the L2 is left holding clean lines of it
 
 
-def timeit(fn, reps, flush):
-    for _ in range(3):
-        fn()
+def interleaved(calls, reps, flush):
+    """Times each of calls (no arguments) after an L2 eviction, the calls of all of them taking
+    turns (A B C A B C ...), and returns each one's median in microseconds. Taking turns gives
+    them the same clocks: under sustained load an H100 reaches its 700 W limit within a second
+    and its clocks fall from 1980 MHz to 1100-1600, so timings taken one function after another
+    compare different clocks."""
+    ev = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in calls]
+          for _ in range(reps)]
+    for row in ev:
+        for fn, (s, e) in zip(calls, row):
+            evict(flush)
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()  # a row at a time: no long queue of events ahead of the clock
+    return [statistics.median(row[i][0].elapsed_time(row[i][1]) for row in ev) * 1e3 for i in range(len(calls))]
+
+
+def timeit_all(fns, reps, flush):
+    """Single calls of each of fns, interleaved (above); microseconds, median of reps."""
+    for fn in fns:
+        for _ in range(3):
+            fn()
     torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for s, e in ev:
-        evict(flush)
-        s.record()
-        fn()
-        e.record()
+    return interleaved(fns, reps, flush)
+
+
+def time_chains(jobs, chain, flush, reps=7):
+    """jobs: (fn, copies) pairs, fn(weight_copy, stream) one call. Times, for each, a CUDA graph
+    of `chain` calls cycling over its copies, the graphs' replays interleaved (above); returns
+    microseconds per call (median of reps replays) for each."""
+    st = torch.cuda.Stream()
+    graphs = []
+    for fn, copies in jobs:
+        with torch.cuda.stream(st):
+            for c in copies:
+                fn(c, st)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=st):
+            for i in range(chain):
+                fn(copies[i % len(copies)], st)
+        g.replay()
+        graphs.append(g)
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in ev) * 1e3  # microseconds
+    us = interleaved([g.replay for g in graphs], reps, flush)
+    del graphs
+    return [u / chain for u in us]
 
 
 def time_chain(fn, copies, chain, flush, reps=7):
-    """fn(weight_copy, stream): one call. Times a CUDA graph of `chain` calls cycling over the
-    copies; returns microseconds per call (median of reps replays)."""
-    st = torch.cuda.Stream()
-    with torch.cuda.stream(st):
-        for c in copies:
-            fn(c, st)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=st):
-        for i in range(chain):
-            fn(copies[i % len(copies)], st)
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        evict(flush)
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.replay()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) * 1e3 / chain)
-    del g
-    return statistics.median(ts)
+    return time_chains([(fn, copies)], chain, flush, reps)[0]
 
 
 class Problem:
@@ -241,24 +255,10 @@ def main():
                     if not err <= 2e-3:
                         entry["wrong"] = True
                         print(f"WRONG {VARIANTS[v]} {mode} M={m} N={n} K={k}: rel err {err:.3g}", flush=True)
-                    else:
-                        entry["us"] = timeit(lambda: run_ours(lib, p, v, ws), args.reps, flush)
                     rec["ours"][VARIANTS[v]] = entry
-                if m <= 16 and args.chain > 0 and rec["ours"].get(rec["auto"], {}).get("us"):
-                    ncopy = max(2, min(args.chain, -(-(200 << 20) // (n * k))))
-                    copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
-                    for v in cand:  # every variant that ran, so that they compare back to back too
-                        e = rec["ours"].get(VARIANTS[v], {})
-                        if "us" in e:
-                            e["chain_us"] = time_chain(lambda c, st: run_ours(lib, p, v, ws, c, st), copies, args.chain, flush)
-                    rec["chain_us"] = rec["ours"][rec["auto"]]["chain_us"]
-                    del copies
-                    if mode == "tensor":
-                        ncopy = max(2, min(args.chain, -(-(200 << 20) // (2 * n * k))))
-                        copies = [p.w16] + [p.w16.clone() for _ in range(ncopy - 1)]
-                        rec["cublas_chain_us"] = time_chain(lambda c, st: F.linear(p.a, c), copies, args.chain, flush)
-                        del copies
-                rec["cublas_fp16_us"] = timeit(lambda: F.linear(p.a, p.w16), args.reps, flush)
+                # every variant that gave the right product, and the baselines, timed in turns
+                good = [v for v in cand if rec["ours"].get(VARIANTS[v], {}).get("rel_err", 1.0) <= 2e-3]
+                timed = {"cublas_fp16_us": lambda: F.linear(p.a, p.w16)}
                 # upcast-then-matmul as torch code would write it: tensor and channel scales on the
                 # product, block scales on the fp16 weight before it
                 s16 = p.scales.half()
@@ -267,7 +267,7 @@ def main():
                     upcast = lambda: F.linear(p.a, (p.q.to(torch.float16).view(n, k // group, group) * sb).view(n, k))
                 else:
                     upcast = lambda: F.linear(p.a, p.q.to(torch.float16)) * s16
-                rec["upcast_us"] = timeit(upcast, args.reps, flush)
+                timed["upcast_us"] = upcast
                 if mode == "tensor":
                     try:
                         a8 = p.a.to(torch.float8_e4m3fn)
@@ -275,10 +275,29 @@ def main():
                         one = torch.ones((), device=dev)
                         f = lambda: torch._scaled_mm(a8, w8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
                         f()
-                        rec["scaled_mm_e4m3_us"] = timeit(f, args.reps, flush)
+                        timed["scaled_mm_e4m3_us"] = f
                     except Exception as e:  # shapes cuBLASLt's fp8 path refuses
                         rec["scaled_mm_e4m3_us"] = None
                         rec["scaled_mm_error"] = str(e).splitlines()[0][:120]
+                us = timeit_all([lambda v=v: run_ours(lib, p, v, ws) for v in good] + list(timed.values()), args.reps, flush)
+                for v, t in zip(good, us):
+                    rec["ours"][VARIANTS[v]]["us"] = t
+                rec.update(zip(timed, us[len(good):]))
+                if m <= 16 and args.chain > 0 and auto in good:
+                    # back to back: the same variants, and cuBLAS with tensor scales, in turns
+                    ncopy = max(2, min(args.chain, -(-(200 << 20) // (n * k))))
+                    copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
+                    jobs = [(lambda c, st, v=v: run_ours(lib, p, v, ws, c, st), copies) for v in good]
+                    if mode == "tensor":
+                        ncopy = max(2, min(args.chain, -(-(200 << 20) // (2 * n * k))))
+                        jobs.append((lambda c, st: F.linear(p.a, c), [p.w16] + [p.w16.clone() for _ in range(ncopy - 1)]))
+                    us = time_chains(jobs, args.chain, flush)
+                    for v, t in zip(good, us):
+                        rec["ours"][VARIANTS[v]]["chain_us"] = t
+                    if mode == "tensor":
+                        rec["cublas_chain_us"] = us[-1]
+                    rec["chain_us"] = rec["ours"][rec["auto"]]["chain_us"]
+                    del copies, jobs
                 ok = {kv: e["us"] for kv, e in rec["ours"].items() if "us" in e}
                 rec["best"] = min(ok, key=ok.get) if ok else None
                 results.append(rec)

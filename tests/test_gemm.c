@@ -388,9 +388,7 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
     static const uint64_t rs_shapes[][3] = {{1000, 3072, 512}, {1000, 8192, 512}, {512, 3072, 8192}};
 #ifdef FEATHER_GPU
     static const int rs_kernel[] = {FK_VARIANT_WS192, FK_VARIANT_WS256, FK_VARIANT_SK256};
-    char desc[256];
-    (void)feather_gpu_available(desc, sizeof desc);
-    const int hopper = strstr(desc, ", sm_90,") && strstr(desc, " 132 SMs");
+    const int hopper = tu_gpu_hopper(132);
 #endif
     for (size_t si = 0; si < sizeof rs_shapes / sizeof rs_shapes[0]; si++)
         for (int wide = 0; wide <= 2; wide++) {
@@ -497,7 +495,7 @@ TEST(gemm_gpu_every_variant) {
     char desc[256];
     if (!tu_gpu_or_skip("GPU variant tests")) return;
     (void)feather_gpu_available(desc, sizeof desc);
-    const int hopper = strstr(desc, ", sm_90,") != NULL;
+    const int hopper = tu_gpu_hopper(0);
     seed_once();
     feather_ctx *ctx = feather_ctx_new(0);
     REQUIRE(ctx);

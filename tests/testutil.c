@@ -116,6 +116,13 @@ int tu_vector_upper_in_use(void) {
 #endif
 }
 
+int tu_gpu_hopper(int sms) {
+    char desc[256], count[32];
+    if (!feather_gpu_available(desc, sizeof desc) || !strstr(desc, ", sm_90,")) return 0;
+    snprintf(count, sizeof count, " %d SMs", sms);
+    return sms <= 0 || strstr(desc, count) != NULL;
+}
+
 int tu_gpu_or_skip(const char *what) {
     char desc[256], msg[400];
     if (feather_gpu_available(desc, sizeof desc)) {
