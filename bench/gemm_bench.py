@@ -6,9 +6,10 @@ Every timed call is preceded by a read of a 256 MiB buffer that evicts the L2 ca
 a write: a write would leave up to 50 MB of dirty lines whose write-back then competes with the
 timed call's reads), and is timed alone with CUDA events; the median of --reps calls is reported.
 At each point the variants and the baselines take turns, call by call, so that they meet the
-same clocks (an H100 under sustained load runs into its power limit within a second). For M <= 16 every variant and cuBLAS are also timed back to back (one CUDA graph of
---chain calls over rotating weight copies totalling over 200 MB, so every call reads its weight
-from memory and launch gaps vanish). Every feather variant's output is checked against an fp32
+same clocks (an H100 under sustained load runs into its power limit within a second). The pick
+and cuBLAS are also timed back to back, and at M <= 16 every variant (one CUDA graph of --chain
+calls over rotating weight copies totalling over 200 MB, so every call reads its weight from
+memory and launch gaps vanish). Every feather variant's output is checked against an fp32
 product of the same dequantised weights before it is timed.
 
     python3 bench/gemm_bench.py --lib build/libfeather_kernels.so --out DIR
@@ -111,8 +112,10 @@ def time_chains(jobs, chain, flush, reps=7):
             for i in range(chain):
                 fn(copies[i % len(copies)], st)
         g.replay()
+        # before the next job's warm-up on st: replays run on the current stream, and the jobs
+        # share the kernels' workspace (split counters), which two at once would corrupt
+        torch.cuda.synchronize()
         graphs.append(g)
-    torch.cuda.synchronize()
     us = interleaved([g.replay for g in graphs], reps, flush)
     del graphs
     return [u / chain for u in us]
@@ -283,19 +286,18 @@ def main():
                 for v, t in zip(good, us):
                     rec["ours"][VARIANTS[v]]["us"] = t
                 rec.update(zip(timed, us[len(good):]))
-                if m <= 16 and args.chain > 0 and auto in good:
-                    # back to back: the same variants, and cuBLAS with tensor scales, in turns
+                if args.chain > 0 and auto in good:
+                    # back to back, in turns: cuBLAS and the pick, and at M <= 16 every variant
+                    chained = good if m <= 16 else [auto]
                     ncopy = max(2, min(args.chain, -(-(200 << 20) // (n * k))))
                     copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
-                    jobs = [(lambda c, st, v=v: run_ours(lib, p, v, ws, c, st), copies) for v in good]
-                    if mode == "tensor":
-                        ncopy = max(2, min(args.chain, -(-(200 << 20) // (2 * n * k))))
-                        jobs.append((lambda c, st: F.linear(p.a, c), [p.w16] + [p.w16.clone() for _ in range(ncopy - 1)]))
+                    jobs = [(lambda c, st, v=v: run_ours(lib, p, v, ws, c, st), copies) for v in chained]
+                    ncopy = max(2, min(args.chain, -(-(200 << 20) // (2 * n * k))))
+                    jobs.append((lambda c, st: F.linear(p.a, c), [p.w16] + [p.w16.clone() for _ in range(ncopy - 1)]))
                     us = time_chains(jobs, args.chain, flush)
-                    for v, t in zip(good, us):
+                    for v, t in zip(chained, us):
                         rec["ours"][VARIANTS[v]]["chain_us"] = t
-                    if mode == "tensor":
-                        rec["cublas_chain_us"] = us[-1]
+                    rec["cublas_chain_us"] = us[-1]
                     rec["chain_us"] = rec["ours"][rec["auto"]]["chain_us"]
                     del copies, jobs
                 ok = {kv: e["us"] for kv, e in rec["ours"].items() if "us" in e}
@@ -336,14 +338,15 @@ def main():
     chained = [r for r in results if "chain_us" in r]
     if chained:
         print()
-        print("back to back (CUDA graph of --chain calls, rotating weight copies), M <= 16:")
-        print(f"{'mode':9} {'N':>5} {'K':>5} {'M':>5} | {'auto':8} {'us':>8} {'TB/s W':>6} | {'cuBLAS':>8} {'TB/s':>6} {'x':>5}")
+        print("back to back (CUDA graph of --chain calls, rotating weight copies):")
+        print(f"{'mode':9} {'N':>5} {'K':>5} {'M':>5} | {'auto':8} {'us':>8} {'TB/s W':>6} {'TF/s':>6} | "
+              f"{'cuBLAS':>8} {'TB/s':>6} {'TF/s':>6} {'x':>5}")
         for r in chained:
             cu = r["chain_us"]
-            cb = r.get("cublas_chain_us")
-            wb = r["n"] * r["k"]
-            cbs = f"{cb:8.1f} {2 * wb / cb / 1e6:6.2f} {cb / cu:5.2f}" if cb else "     n/a    n/a   n/a"
-            print(f"{r['mode']:9} {r['n']:5d} {r['k']:5d} {r['m']:5d} | {r['auto']:8} {cu:8.1f} {wb / cu / 1e6:6.2f} | {cbs}")
+            cb = r["cublas_chain_us"]
+            wb, fl = r["n"] * r["k"], 2.0 * r["m"] * r["n"] * r["k"]
+            print(f"{r['mode']:9} {r['n']:5d} {r['k']:5d} {r['m']:5d} | {r['auto']:8} {cu:8.1f} {wb / cu / 1e6:6.2f} "
+                  f"{fl / cu / 1e6:6.1f} | {cb:8.1f} {2 * wb / cb / 1e6:6.2f} {fl / cb / 1e6:6.1f} {cb / cu:5.2f}")
     small = [r for r in results if r["m"] <= 32 and len(r["ours"]) > 1]
     if small:
         print()
