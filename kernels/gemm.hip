@@ -437,9 +437,9 @@ static int fk_compute_capability() {
  * older target never waits, so it must not start early): back to back, its blocks start as the
  * previous kernel's blocks finish. Elsewhere an ordinary launch. `has` caches the check (-1:
  * not made yet). */
-template <class Kern>
+template <class Kern, class... Args>
 static hipError_t fk_launch_dependent(Kern kern, int &has, dim3 grid, dim3 block, size_t smem, hipStream_t st,
-                                      const FkParams &p) {
+                                      const Args &...args) {
 #if FK_NVIDIA
     if (has < 0) {
         cudaFuncAttributes fa;
@@ -457,11 +457,11 @@ static hipError_t fk_launch_dependent(Kern kern, int &has, dim3 grid, dim3 block
         attr.val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = &attr;
         cfg.numAttrs = 1;
-        return cudaLaunchKernelEx(&cfg, kern, p);
+        return cudaLaunchKernelEx(&cfg, kern, args...);
     }
 #endif
     (void)has;
-    kern<<<grid, block, smem, st>>>(p);
+    kern<<<grid, block, smem, st>>>(args...);
     return hipGetLastError();
 }
 
@@ -798,8 +798,8 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
     const long long tiles = (long long)((p.N + Tile::WBN - 1) / Tile::WBN) * ((p.M + BNA - 1) / BNA);
     if (tiles > 0x7fffffffLL) return hipErrorInvalidValue;
     const int grid = tiles < fk_sm_count() ? (int)tiles : fk_sm_count();
-    kern<<<grid, Tile::THREADS, Tile::SMEM, st>>>(ta, tw, p);
-    return hipGetLastError();
+    static int dependent = -1;
+    return fk_launch_dependent(kern, dependent, dim3(grid), dim3(Tile::THREADS), Tile::SMEM, st, ta, tw, p);
 }
 
 /* Split runs of fewer chunks than this cost more in partial sums than they save. */
@@ -860,8 +860,8 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
         tried = true;
     }
     if (prepared != hipSuccess) return prepared;
-    kern<<<w.grid, Tile::THREADS, SMEM, st>>>(ta, tw, p, w);
-    return hipGetLastError();
+    static int dependent = -1;
+    return fk_launch_dependent(kern, dependent, dim3(w.grid), dim3(Tile::THREADS), SMEM, st, ta, tw, p, w);
 }
 #endif
 

@@ -505,6 +505,11 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+    /* back to back (fk_launch_dependent): the launch and the set-up above overlap the end of the
+     * kernel before; nothing is read or written before it is complete. The next kernel may
+     * then start its own blocks wherever this one's have finished. */
+    fk_grid_wait();
+    fk_grid_release();
 
     int tile, c0, c1, tm, tn;
     FkSkIter it;

@@ -423,7 +423,8 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
 /* Products back to back on one stream, each one's input the previous one's output, nothing
  * synchronised between them: where the GPU has programmatic dependent launch the kernels
  * overlap, and one that read its input before the previous kernel finished would see the NaN
- * every buffer starts with. Against the same chain on the CPU (fp16 between layers). */
+ * every buffer starts with. Against the same chain on the CPU (fp16 between layers). M from 1
+ * to 1024: the skinny, stream-K and whole-tile kernels all launch that way on Hopper. */
 TEST(gemm_gpu_back_to_back_chain) {
 #ifndef FEATHER_GPU
     test_skip("*** GPU back-to-back chain NOT RUN: built without a GPU backend ***");
@@ -431,7 +432,9 @@ TEST(gemm_gpu_back_to_back_chain) {
     if (!tu_gpu_or_skip("GPU back-to-back chain")) return;
     seed_once();
     enum { LAYERS = 6 };
-    const uint64_t n = 2048, ms[] = {1, 16};
+    const uint64_t n = 2048, ms[] = {1, 16, 300, 1024};
+    feather_ctx *ctx = feather_ctx_new(0);
+    REQUIRE(ctx);
     uint8_t *q = malloc(n * n), *packed = malloc(n * n);
     REQUIRE(q && packed);
     for (uint64_t i = 0; i < n * n; i++) q[i] = feather_f32_to_e5m2((float)(rng_normal() * 8.0));
@@ -447,7 +450,7 @@ TEST(gemm_gpu_back_to_back_chain) {
         for (int l = 0; l < LAYERS; l++) {
             feather_gemm_args a = {.m = m, .n = n, .k = n, .a = x[l], .q = packed, .scales = &scale,
                                    .mode = FEATHER_SCALE_TENSOR, .y = x[l + 1]};
-            CHECK(feather_gemm(NULL, FEATHER_DEVICE_CPU, &a, &err) == FEATHER_OK);
+            CHECK(feather_gemm(ctx, FEATHER_DEVICE_CPU, &a, &err) == FEATHER_OK);
         }
         const size_t wsb = fk_gemm_workspace((int64_t)m, (int64_t)n, (int64_t)n, FK_SCALE_TENSOR, 0, FK_VARIANT_AUTO);
         int rc = fk_malloc(&dq, n * n) || fk_malloc(&ds, sizeof scale) || fk_malloc(&dws, wsb + 16) ||
@@ -480,6 +483,7 @@ TEST(gemm_gpu_back_to_back_chain) {
     }
     free(q);
     free(packed);
+    feather_ctx_free(ctx);
 #endif
 }
 
