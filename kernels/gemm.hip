@@ -560,7 +560,10 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
  * of it per scheduler: 2, 3 and 5–6 warps there at the 204, 152 and 80 registers each form
  * needs); at 96 columns 7 warps were 0.5–1 % faster than 6 or 8. At 24 columns 24 warps where
  * each still gets 256 or more of K (K = 12288: 2–3 % faster than 21; K = 3072, where each gets
- * 128, 1 % slower). Block scales' second accumulator set and scales take 8 and 12 warps (196 and
+ * 128, 1 % slower), and where K ≤ 3072 12 warps in two blocks per multiprocessor, which split
+ * K between them and add their sums through L2 (H100 back to back against 21 warps: 3072²
+ * M = 1 5.29 → 5.10 µs, M = 16 5.90 → 5.55; 3072×2048 4.15 → 4.08 and 4.65 → 4.47; at K = 4096
+ * and 5120 they were 4–10 % slower, and 6 warps in four blocks slower everywhere). Block scales' second accumulator set and scales take 8 and 12 warps (196 and
  * 106 registers on sm_90a), 18 at 3 fragments (96 registers) where each warp gets 256 or more of
  * K (block:128, 3072×12288 back to back on the H100: 1.03–1.04× faster than 15, which was 1.06×
  * faster than 12; at K = 3072 18 and 15 warps were 1.03–1.04× slower than 12), and none at 12
@@ -625,7 +628,8 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
             return fk_go_skinny<Mma, 1, 3, 12, true>(p, st, ws_need, ws, ws_bytes);
         }
         else if (p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, false>(p, st, ws_need, ws, ws_bytes);
-        else return fk_go_skinny<Mma, 1, 3, 21, false>(p, st, ws_need, ws, ws_bytes);
+        else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 21, false>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_skinny<Mma, 1, 3, 12, false>(p, st, ws_need, ws, ws_bytes);
     }
     return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
 }
