@@ -309,7 +309,8 @@ struct FkWsTile {
  * writes of a warp land on distinct banks) and stores it as 16-byte pieces of rows of Y: stored
  * straight from the accumulators, every 2-byte store filled half of each sector it touched and
  * the tensor cores waited the epilogue out. Per element the arithmetic is the same
- * (fk_finish_col, fk_round); a Y not 16-byte aligned takes the per-element stores. */
+ * (fk_finish_col, fk_round); a Y not 16-byte aligned is stored from the buffer in 2-byte
+ * pieces. */
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* Barrier of consumer warpgroup wg (ids 2–4; 0 is the block's, 1 the consumer warpgroups'). */
@@ -329,7 +330,7 @@ __device__ __forceinline__ void fk_ws_epilogue(const FkParams &p, const float *a
     const FkCol cB = nB < p.N ? fk_col(p, nB) : FkCol{0.0f, 0.0f};
     /* 64-row tiles (M = 64–128) keep the per-element stores: there the staged ones measured
      * (one run) up to 11 % slower at M = 64 and no faster at M = 128 */
-    if (BNA == 64 || (uintptr_t)p.Y % 16) {
+    if constexpr (BNA == 64) {
 #pragma unroll
         for (int i = 0; i < NACC; i++) {
             const bool hi = fk_wg_d_row8(i);
@@ -340,6 +341,12 @@ __device__ __forceinline__ void fk_ws_epilogue(const FkParams &p, const float *a
     }
     const int wg = warp >> 2, tw = threadIdx.x & 127, nl = nrow - 64 * wg;
     uint16_t *e = epi + wg * 64 * FK_WS_LDE;
+    /* A Y not 16-byte aligned is copied out of the buffer two bytes at a time. (It had taken
+     * the per-element stores, unrolled over every accumulator: that code more than doubled the
+     * kernels' size, 56 → 135 KB for 192 × 128 tiles with block scales, and a lone call, its
+     * code no longer in L2, took 4–5 µs longer: H100, N = 3072, K = 128, M = 1024, 15.0 against
+     * 10.0 µs.) */
+    const bool aligned = (uintptr_t)p.Y % 16 == 0;
 #pragma unroll
     for (int h = 0; h < BNA / 64; h++) {
         fk_wg_sync(wg); /* the buffer's last reads (previous pass or tile) are done */
@@ -355,7 +362,14 @@ __device__ __forceinline__ void fk_ws_epilogue(const FkParams &p, const float *a
 #pragma unroll
         for (int q = tw; q < 64 * 8; q += 128) {
             const int r = q >> 3, c = q & 7, m = m0 + 64 * h + r, n = n0 + 64 * wg + 8 * c;
-            if (m < p.M && n < p.N) *(uint4 *)(p.Y + (size_t)m * p.N + n) = *(const uint4 *)(e + r * FK_WS_LDE + 8 * c);
+            if (m < p.M && n < p.N) {
+                const uint16_t *src = e + r * FK_WS_LDE + 8 * c;
+                uint16_t *dst = p.Y + (size_t)m * p.N + n;
+                if (aligned) *(uint4 *)dst = *(const uint4 *)src;
+                else
+#pragma unroll 1
+                    for (int x = 0; x < 8; x++) dst[x] = src[x];
+            }
         }
     }
 }
