@@ -60,7 +60,8 @@ size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, int group, i
  * default stream); returns launch errors. FK error for shapes the variant cannot do:
  * the runtime's "invalid value". On compute capability 9.0 and newer a call may start while
  * the kernel before it in the stream finishes, and read q and the scales (not a, bias or y)
- * before that kernel is done: the kernel launched just before must not write q or scales. */
+ * before that kernel is done: the kernel launched just before must not write q or scales.
+ * y must be 4-byte aligned (kernels store pairs of columns); 16-byte alignment is faster. */
 int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const void *q, const float *scales,
             int kind, int group, const void *bias, int out_bf16, void *y, void *workspace,
             size_t workspace_bytes, int variant, void *stream);
