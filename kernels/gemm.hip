@@ -563,8 +563,9 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
  * 128, 1 % slower), and where K ≤ 3072 12 warps in two blocks per multiprocessor, which split
  * K between them and add their sums through L2 (H100 back to back against 21 warps: 3072²
  * M = 1 5.29 → 5.10 µs, M = 16 5.90 → 5.55; 3072×2048 4.15 → 4.08 and 4.65 → 4.47; at K = 4096
- * and 5120 they were 4–10 % slower, and 6 warps in four blocks slower everywhere). Block scales' second accumulator set and scales take 8 and 12 warps (196 and
- * 106 registers on sm_90a), 18 at 3 fragments (96 registers) where each warp gets 256 or more of
+ * and 5120 they were 4–10 % slower, and 6 warps in four blocks slower everywhere). Block
+ * scales' second accumulator set and scales take 8 and 12 warps (196 and 106 registers on
+ * sm_90a), 18 at 3 fragments (96 registers) where each warp gets 256 or more of
  * K (block:128, 3072×12288 back to back on the H100: 1.03–1.04× faster than 15, which was 1.06×
  * faster than 12; at K = 3072 18 and 15 warps were 1.03–1.04× slower than 12), and none at 12
  * fragments: N = 12288 takes 6 fragments (48 columns) in two blocks of 6 warps per
