@@ -56,8 +56,7 @@ def main():
     for (n, k) in shapes:
         for m in ms:
             p = gb.Problem(m, n, k, mode, int(group), dev)
-            ncopy = max(2, min(20, -(-(200 << 20) // (n * k))))
-            copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
+            copies = gb.rotating_copies(p.packed, 20)
             runs = [(name, v, lambda c=None, st=None, lib=lib, v=v: gb.run_ours(lib, p, v, ws, c, st))
                     for name, lib in libs for v in known[name]]
             for _ in range(args.rounds):

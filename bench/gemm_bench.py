@@ -96,6 +96,14 @@ def timeit_all(fns, reps, flush):
     return interleaved(fns, reps, flush)
 
 
+def rotating_copies(t, chain):
+    """t and copies of it, enough that a chain of calls cycling over them reads over 200 MB, so
+    that every call finds its weight out of L2 (two at least, and no more than the chain's
+    calls)."""
+    n = max(2, min(chain, -(-(200 << 20) // (t.numel() * t.element_size()))))
+    return [t] + [t.clone() for _ in range(n - 1)]
+
+
 def time_chains(jobs, chain, flush, reps=7):
     """jobs: (fn, copies) pairs, fn(weight_copy, stream) one call. Times, for each, a CUDA graph
     of `chain` calls cycling over its copies, the graphs' replays interleaved (above); returns
@@ -289,11 +297,9 @@ def main():
                 if args.chain > 0 and auto in good:
                     # back to back, in turns: cuBLAS and the pick, and at M <= 16 every variant
                     chained = good if m <= 16 else [auto]
-                    ncopy = max(2, min(args.chain, -(-(200 << 20) // (n * k))))
-                    copies = [p.packed] + [p.packed.clone() for _ in range(ncopy - 1)]
+                    copies = rotating_copies(p.packed, args.chain)
                     jobs = [(lambda c, st, v=v: run_ours(lib, p, v, ws, c, st), copies) for v in chained]
-                    ncopy = max(2, min(args.chain, -(-(200 << 20) // (2 * n * k))))
-                    jobs.append((lambda c, st: F.linear(p.a, c), [p.w16] + [p.w16.clone() for _ in range(ncopy - 1)]))
+                    jobs.append((lambda c, st: F.linear(p.a, c), rotating_copies(p.w16, args.chain)))
                     us = time_chains(jobs, args.chain, flush)
                     for v, t in zip(chained, us):
                         rec["ours"][VARIANTS[v]]["chain_us"] = t

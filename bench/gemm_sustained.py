@@ -43,10 +43,8 @@ def main():
             for m in (int(x) for x in args.ms.split(",")):
                 p = gb.Problem(m, n, k, mode, int(g or 0), dev)
                 pick = gb.VARIANTS[lib.fk_gemm_pick(m, n, k, gb.kind_of(lib, p), int(g or 0))]
-                nq = max(2, -(-(200 << 20) // (n * k)))
-                nw = max(2, -(-(200 << 20) // (2 * n * k)))
-                jobs = [(lambda c, st: gb.run_ours(lib, p, 0, ws, c, st), [p.packed] + [p.packed.clone() for _ in range(nq - 1)]),
-                        (lambda c, st: F.linear(p.a, c), [p.w16] + [p.w16.clone() for _ in range(nw - 1)])]
+                jobs = [(lambda c, st: gb.run_ours(lib, p, 0, ws, c, st), gb.rotating_copies(p.packed, args.chain)),
+                        (lambda c, st: F.linear(p.a, c), gb.rotating_copies(p.w16, args.chain))]
                 # one short measurement tells how many replays fill the time asked for
                 est = sum(gb.time_chains(jobs, args.chain, flush, reps=1)) * args.chain * 1e-6
                 reps = max(5, int(args.seconds / est))

@@ -52,10 +52,9 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, k in SHAPES:
         nbytes = n * k
-        ncopy = max(2, min(20, -(-(200 << 20) // nbytes)))
         best = {}
         probs = {m: gb.Problem(m, n, k, "tensor", 0, dev) for m in (1, 16)}
-        copies = [probs[1].packed] + [probs[1].packed.clone() for _ in range(ncopy - 1)]
+        copies = gb.rotating_copies(probs[1].packed, 20)
         for _ in range(args.rounds):
             for c in configs:
                 g, t, u, w, pdl = c
