@@ -566,11 +566,11 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     /* Block scales with three consumer warpgroups or 256 rows of A, whose registers do not hold
      * a second accumulator set: one set, in units of the current group's scale. As a group
      * closes it is multiplied by r = s_g / s_{g+1}, the next group adds to it, and the last
-     * group's scale multiplies it at the end. The same sum as acc += s_g · Σ_g, rounded differently. The
-     * host allows it only where every scale is a normal float within [2^-126, 2^126] (the
-     * range of the fast division below) and they are within 2^40 of each other
-     * (FK_SCALE_BLOCK_RS): in those units the sum then stays below 2^40 · K · 65504 · 57344 <
-     * 2^103, inside f32's range. */
+     * group's scale multiplies it at the end. The same sum as acc += s_g · Σ_g, rounded
+     * differently. The host allows it only where every scale is a normal float within
+     * [2^-126, 2^126] (the range of the fast division below) and they are within 2^40 of each
+     * other (FK_SCALE_BLOCK_RS): in those units the sum then stays below
+     * 2^40 · K · 65504 · 57344 < 2^103, inside f32's range. */
     constexpr bool RS = BLOCK && (NWG == 3 || BNA == 256);
     float accg[BLOCK && !RS ? NACC : 1];
     uint32_t a0[4][4], a1[4][4];
