@@ -24,11 +24,11 @@ import sys
 import torch
 import torch.nn.functional as F
 
-VARIANTS = {1: "skinny16", 2: "skinny32", 3: "tile64", 4: "tile128", 5: "tile256", 6: "wgmma", 7: "wgmma64", 8: "wgmma256",
-            9: "ws128", 10: "ws64", 11: "ws192", 12: "sk128", 13: "sk64", 14: "ws256", 15: "sk256"}
+VARIANTS = {1: "skinny16", 2: "skinny32", 3: "tile64", 4: "tile128", 5: "tile256", 6: "ws128", 7: "ws64", 8: "ws192",
+            9: "sk128", 10: "sk64", 11: "ws256", 12: "sk256"}  # as in kernels/fk_api.h
 MAX_M = {1: 16, 2: 32}                          # skinny variants: largest M
-MIN_M = {v: 64 for v in range(6, 16)}           # Hopper variants: from these M here
-HOPPER = tuple(range(6, 16))
+HOPPER = tuple(range(6, 13))
+MIN_M = {v: 64 for v in HOPPER}                 # Hopper variants: from these M here
 KIND = {"none": 0, "tensor": 1, "channel": 2, "block": 3}
 BLOCK_RS = 4  # block scales checked as feather_gemm checks them (normal, within [2^-126, 2^126] and 2^40 of each other)
 

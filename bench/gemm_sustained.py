@@ -6,7 +6,10 @@ drops from 1980 MHz to 1100-1600 within a second of such load). Prints the media
 ratio and the SM clocks and power that nvidia-smi saw meanwhile.
 
     python3 bench/gemm_sustained.py --lib build/libfeather_kernels.so [--ms 1024,4096]
-        [--shapes NxK,...] [--modes tensor,block:128] [--seconds 4]
+        [--shapes NxK,...] [--modes tensor,block:128] [--seconds 4] [--variants ws128,sk128]
+
+--variants: other kernel variants (names as in gemm_bench.VARIANTS) timed in the same turns,
+each printed on a line of its own below the pick's.
 """
 import argparse
 import statistics
@@ -29,9 +32,12 @@ def main():
     ap.add_argument("--modes", default="tensor,block:128")
     ap.add_argument("--chain", type=int, default=40)
     ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--variants", default="")
     args = ap.parse_args()
     dev = torch.device("cuda")
     lib = gb.load(args.lib)
+    by_name = {v: k for k, v in gb.VARIANTS.items()}
+    extra = [by_name[v] for v in args.variants.split(",") if v]
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     ws = torch.zeros(64 << 20, dtype=torch.uint8, device=dev)
     print(f"# {torch.cuda.get_device_properties(dev).name}; per call µs, medians of replays in turns")
@@ -43,15 +49,18 @@ def main():
             for m in (int(x) for x in args.ms.split(",")):
                 p = gb.Problem(m, n, k, mode, int(g or 0), dev)
                 pick = gb.VARIANTS[lib.fk_gemm_pick(m, n, k, gb.kind_of(lib, p), int(g or 0))]
-                jobs = [(lambda c, st: gb.run_ours(lib, p, 0, ws, c, st), gb.rotating_copies(p.packed, args.chain)),
-                        (lambda c, st: F.linear(p.a, c), gb.rotating_copies(p.w16, args.chain))]
+                copies = gb.rotating_copies(p.packed, args.chain)
+                ours_fns = [lambda c, st, v=v: gb.run_ours(lib, p, v, ws, c, st) for v in [0] + extra]
+                jobs = [(fn, copies) for fn in ours_fns] + [(lambda c, st: F.linear(p.a, c),
+                                                             gb.rotating_copies(p.w16, args.chain))]
                 # one short measurement tells how many replays fill the time asked for
                 est = sum(gb.time_chains(jobs, args.chain, flush, reps=1)) * args.chain * 1e-6
                 reps = max(5, int(args.seconds / est))
                 smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
                                         "-lms", "100"], stdout=subprocess.PIPE, text=True)
                 time.sleep(0.3)  # nvidia-smi's first sample
-                ours, cub = gb.time_chains(jobs, args.chain, flush, reps=reps)
+                *ours_all, cub = gb.time_chains(jobs, args.chain, flush, reps=reps)
+                ours = ours_all[0]
                 smi.terminate()
                 samples = [tuple(float(x) for x in line.split(",")) for line in smi.communicate()[0].splitlines()
                            if line.count(",") == 1]
@@ -60,7 +69,9 @@ def main():
                 print(f"{spec} {n} {k} {m} | {ours:.1f} ({pick}) | {cub:.1f} | {cub / ours:.2f} | "
                       f"{statistics.median(mhz):.0f}, {min(mhz):.0f} | {statistics.median(s[1] for s in busy):.0f}",
                       flush=True)
-                del p, jobs
+                for v, t in zip(extra, ours_all[1:]):
+                    print(f"  {gb.VARIANTS[v]}: {t:.1f} | {cub / t:.2f}", flush=True)
+                del p, jobs, copies
                 torch.cuda.empty_cache()
 
 

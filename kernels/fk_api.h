@@ -28,16 +28,14 @@ enum {
     FK_VARIANT_TILE64 = 3,    /* 64×128 tiles through shared memory */
     FK_VARIANT_TILE128 = 4,   /* 128×128 tiles */
     FK_VARIANT_TILE256 = 5,   /* 128×256 tiles (not with block scales) */
-    FK_VARIANT_WGMMA = 6,     /* Hopper (sm_90a) wgmma, 128 weight rows × 128 rows of A */
-    FK_VARIANT_WGMMA64 = 7,   /* the same with 64 rows of A */
-    FK_VARIANT_WGMMA256 = 8,  /* the same with 256 rows of A (not with block scales) */
-    FK_VARIANT_WS128 = 9,     /* Hopper wgmma, warp-specialised: TMA producer warp, persistent, 128 × 128 */
-    FK_VARIANT_WS64 = 10,     /* the same with 64 rows of A */
-    FK_VARIANT_WS192 = 11,    /* ws128 with three consumer warpgroups: 192 weight rows × 128 (block scales: FK_SCALE_BLOCK_RS only) */
-    FK_VARIANT_SK128 = 12,    /* ws128 with the last waves' tiles split between blocks (stream-K) */
-    FK_VARIANT_SK64 = 13,     /* the same with 64 rows of A */
-    FK_VARIANT_WS256 = 14,    /* ws128 with 256 rows of A and a producer warpgroup (block scales: FK_SCALE_BLOCK_RS only) */
-    FK_VARIANT_SK256 = 15,    /* sk128 with 256 rows of A (the same) */
+    /* Hopper (sm_90a) wgmma from here on (fk_gemm_pick relies on the order) */
+    FK_VARIANT_WS128 = 6,     /* warp-specialised: TMA producer warp, persistent, 128 weight rows × 128 rows of A */
+    FK_VARIANT_WS64 = 7,      /* the same with 64 rows of A */
+    FK_VARIANT_WS192 = 8,     /* ws128 with three consumer warpgroups: 192 weight rows × 128 (block scales: FK_SCALE_BLOCK_RS only) */
+    FK_VARIANT_SK128 = 9,     /* ws128 with the last waves' tiles split between blocks (stream-K) */
+    FK_VARIANT_SK64 = 10,     /* the same with 64 rows of A */
+    FK_VARIANT_WS256 = 11,    /* ws128 with 256 rows of A and a producer warpgroup (block scales: FK_SCALE_BLOCK_RS only) */
+    FK_VARIANT_SK256 = 12,    /* sk128 with 256 rows of A (the same) */
     FK_VARIANT_COUNT
 };
 
@@ -57,11 +55,15 @@ int fk_synchronize(void);
 size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, int group, int variant);
 
 /* Y = A · (S ⊙ Q)ᵀ (+ bias), see include/feather/gemm.h. Asynchronous on stream (NULL: the
- * default stream); returns launch errors. FK error for shapes the variant cannot do:
- * the runtime's "invalid value". On compute capability 9.0 and newer a call may start while
- * the kernel before it in the stream finishes, and read q and the scales (not a, bias or y)
- * before that kernel is done: the kernel launched just before must not write q or scales.
- * y must be 4-byte aligned (kernels store pairs of columns); 16-byte alignment is faster. */
+ * default stream); returns launch errors. For shapes the variant cannot do, and for a and q
+ * not 16-byte aligned, y not 4-byte aligned (kernels store pairs of columns; 16-byte alignment
+ * is faster), scales or bias not naturally aligned: the runtime's "invalid value", nothing
+ * launched. A wgmma variant asked for by number that cannot run on this GPU and driver (no
+ * tensor map, registers or shared memory refused): "operation not supported", nothing
+ * launched; FK_VARIANT_AUTO then runs a tiled kernel instead (its workspace covers both).
+ * On compute capability 9.0 and newer a call may start while the kernel before it in the
+ * stream finishes, and read q and the scales (not a, bias or y) before that kernel is done:
+ * the kernel launched just before must not write q or scales. */
 int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const void *q, const float *scales,
             int kind, int group, const void *bias, int out_bf16, void *y, void *workspace,
             size_t workspace_bytes, int variant, void *stream);

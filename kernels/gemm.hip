@@ -688,37 +688,6 @@ static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void
 
 #if FK_NVIDIA
 
-/* The wgmma kernel exists in the sm_90a binary only: compute capability 9.0. */
-template <int BNA, int STAGES, bool BLOCK>
-static hipError_t fk_go_wgmma(FkParams &p, hipStream_t st, size_t *ws_need) {
-    if (fk_compute_capability() != 90) return hipErrorInvalidValue;
-    if (ws_need) {
-        *ws_need = 0;
-        return hipSuccess;
-    }
-    constexpr size_t SMEM = (size_t)STAGES * FkWgTile<BNA>::STAGE_BYTES + 1024;
-    auto kern = fk_gemm_wgmma<BNA, STAGES, BLOCK>;
-    static bool attr_set;
-    if (!attr_set) {
-        hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
-        if (e != hipSuccess) return e;
-        fk_prefer_shared((const void *)kern);
-        attr_set = true;
-    }
-    const int max_rows = 65535 * BNA;
-    for (int r0 = 0; r0 < p.M; r0 += max_rows) {
-        FkParams q = p;
-        q.A = p.A + (size_t)r0 * p.K;
-        q.Y = p.Y + (size_t)r0 * p.N;
-        q.M = p.M - r0 < max_rows ? p.M - r0 : max_rows;
-        dim3 grid((p.N + FK_WG_BN - 1) / FK_WG_BN, (q.M + BNA - 1) / BNA);
-        kern<<<grid, FK_WG_THREADS, SMEM, st>>>(q);
-        hipError_t e = hipGetLastError();
-        if (e != hipSuccess) return e;
-    }
-    return hipSuccess;
-}
-
 /* The driver's tensor-map encoder, reached through the runtime (no link against the driver
  * library); null when unavailable. */
 typedef CUresult (*FkEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
@@ -774,7 +743,8 @@ static bool fk_ws_regs_as_assumed(const void *kern) {
 }
 
 /* Warp-specialised wgmma kernel with NWG consumer warpgroups: one block per multiprocessor.
- * Falls back to the cp.async kernel when the tensor maps cannot be made. */
+ * hipErrorNotSupported, before launching anything, where the tensor maps cannot be made or the
+ * kernel was compiled to other registers than assumed (fk_gemm then takes a tiled kernel). */
 template <int BNA, int STAGES, int NWG, bool BLOCK>
 static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
     typedef FkWsTile<BNA, STAGES, NWG, BLOCK> Tile;
@@ -783,11 +753,8 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
         *ws_need = 0;
         return hipSuccess;
     }
-    /* the fallback: the cp.async kernel, with block scales at most 128 rows of A (two
-     * accumulator sets of 128 would spill) */
-    constexpr int FB = BLOCK && BNA > 128 ? 128 : BNA;
     CUtensorMap ta, tw;
-    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return fk_go_wgmma<FB, 4, BLOCK>(p, st, nullptr);
+    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorNotSupported;
     auto kern = [] {
         if constexpr (NWG == 3) return fk_gemm_wgws3<BNA, STAGES, BLOCK>;
         else return fk_gemm_wgws<BNA, STAGES, BLOCK>;
@@ -797,9 +764,7 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
         occ = fk_ws_prepare((const void *)kern, Tile::SMEM, Tile::THREADS);
         if (!fk_ws_regs_as_assumed<Tile>((const void *)kern)) occ = 0;
     }
-    if (occ < 1) { /* registers or shared memory refused: the cp.async kernel */
-        return fk_go_wgmma<FB, 4, BLOCK>(p, st, nullptr);
-    }
+    if (occ < 1) return hipErrorNotSupported; /* registers or shared memory refused */
     const long long tiles = (long long)((p.N + Tile::WBN - 1) / Tile::WBN) * ((p.M + BNA - 1) / BNA);
     if (tiles > 0x7fffffffLL) return hipErrorInvalidValue;
     const int grid = tiles < fk_sm_count() ? (int)tiles : fk_sm_count();
@@ -847,10 +812,9 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     if (need > ws_bytes || (need && !ws)) return hipErrorInvalidValue;
     p.count = (unsigned *)ws;
     p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
-    /* No fallback to another kernel here (see gemm_wgmma.h): a benchmark of this variant times
-     * this kernel or fails with the reason. */
+    /* as fk_go_wgws: hipErrorNotSupported before any launch where this kernel cannot run */
     CUtensorMap ta, tw;
-    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorInvalidValue;
+    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorNotSupported;
     constexpr size_t SMEM = Tile::SMEM;
     auto kern = [] {
         if constexpr (BLOCK) return fk_gemm_wgsk_block<BNA, STAGES>;
@@ -861,10 +825,10 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     if (!tried) {
         prepared = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
         if (prepared == hipSuccess) fk_prefer_shared((const void *)kern);
-        if (prepared == hipSuccess && !fk_ws_regs_as_assumed<Tile>((const void *)kern)) prepared = hipErrorInvalidValue;
+        if (prepared == hipSuccess && !fk_ws_regs_as_assumed<Tile>((const void *)kern)) prepared = hipErrorNotSupported;
         tried = true;
     }
-    if (prepared != hipSuccess) return prepared;
+    if (prepared != hipSuccess) return hipErrorNotSupported; /* shared memory or registers refused */
     static int dependent = -1;
     return fk_launch_dependent(kern, dependent, dim3(w.grid), dim3(Tile::THREADS), SMEM, st, ta, tw, p, w);
 }
@@ -889,13 +853,7 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
     case FK_VARIANT_TILE256:
         if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_tiled<Mma, 2, 4, 4, 8, 3, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_WGMMA:
-        /* block groups must be whole 64-k chunks */
-        if constexpr (Mma::KSS == 64) return fk_go_wgmma<128, 4, BLOCK>(p, st, ws_need);
-        else return hipErrorInvalidValue;
-    case FK_VARIANT_WGMMA64:
-        if constexpr (Mma::KSS == 64) return fk_go_wgmma<64, 4, BLOCK>(p, st, ws_need);
-        else return hipErrorInvalidValue;
+    /* the wgmma kernels: block groups must be whole 64-k chunks */
     case FK_VARIANT_WS128:
         if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
@@ -927,11 +885,6 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
         else if constexpr (Mma::KSS == 64)
             return rescale ? fk_go_wgsk<256, 5, true>(p, st, ws_need, ws, ws_bytes)
                            : fk_go_wgsk<128, 8, true>(p, st, ws_need, ws, ws_bytes);
-        else return hipErrorInvalidValue;
-    case FK_VARIANT_WGMMA256:
-        /* 128 accumulators per thread: no room for a second set (block scales) */
-        if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgmma<256, 4, BLOCK>(p, st, ws_need);
-        else if constexpr (Mma::KSS == 64) return fk_go_wgmma<128, 4, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     }
 #else
@@ -978,6 +931,9 @@ static hipError_t fk_dispatch(int variant, FkParams &p, bool rescale, hipStream_
 
 /* FK_SCALE_BLOCK_RS is block scales to everything but the choice of kernel. */
 static int fk_scale_base(int kind) { return kind == FK_SCALE_BLOCK_RS ? FK_SCALE_BLOCK : kind; }
+
+/* Above M = 32 where no wgmma kernel is picked, or one cannot run (fk_go_wgws). */
+static int fk_pick_tiled(int64_t m) { return m <= 128 ? FK_VARIANT_TILE64 : FK_VARIANT_TILE128; }
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
     const bool rescale = kind == FK_SCALE_BLOCK_RS;
@@ -1076,8 +1032,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
 #else
     (void)kind; (void)group; (void)rescale;
 #endif
-    if (m <= 128) return FK_VARIANT_TILE64;
-    return FK_VARIANT_TILE128;
+    return fk_pick_tiled(m);
 }
 
 static bool fk_shape_ok(int64_t m, int64_t n, int64_t k, int kind, int group) {
@@ -1111,12 +1066,22 @@ static FkParams fk_params(int64_t m, int64_t n, int64_t k, const void *a, const 
     return p;
 }
 
+/* FK_VARIANT_AUTO runs the pick, or where that is a wgmma kernel that cannot run here (no
+ * tensor map, registers or shared memory refused: hipErrorNotSupported before any launch) the
+ * tiled kernel for M (-1: no second choice). */
+static int fk_second_choice(int64_t m, int picked) { return picked >= FK_VARIANT_WS128 ? fk_pick_tiled(m) : -1; }
+
 extern "C" size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, int group, int variant) {
     if (!fk_shape_ok(m, n, k, kind, group)) return 0;
-    if (variant == FK_VARIANT_AUTO) variant = fk_gemm_pick(m, n, k, kind, group);
+    const bool automatic = variant == FK_VARIANT_AUTO;
+    if (automatic) variant = fk_gemm_pick(m, n, k, kind, group);
     FkParams p = fk_params(m, n, k, nullptr, nullptr, nullptr, kind, group, nullptr, 0, nullptr);
-    size_t need = 0;
+    size_t need = 0, need2 = 0;
     if (fk_dispatch(variant, p, kind == FK_SCALE_BLOCK_RS, 0, &need, nullptr, 0) != hipSuccess) return 0;
+    const int second = automatic ? fk_second_choice(m, variant) : -1;
+    if (second >= 0 && fk_dispatch(second, p, kind == FK_SCALE_BLOCK_RS, 0, &need2, nullptr, 0) == hipSuccess &&
+        need2 > need)
+        need = need2;
     return need;
 }
 
@@ -1124,7 +1089,19 @@ extern "C" int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const voi
                        int kind, int group, const void *bias, int out_bf16, void *y, void *workspace,
                        size_t workspace_bytes, int variant, void *stream) {
     if (!fk_shape_ok(m, n, k, kind, group) || variant < 0 || variant >= FK_VARIANT_COUNT) return hipErrorInvalidValue;
-    if (variant == FK_VARIANT_AUTO) variant = fk_gemm_pick(m, n, k, kind, group);
+    /* the kernels' 16-byte loads of A and Q (and the tensor maps' base addresses), 4-byte
+     * stores of pairs of Y, scalar loads of the scales and bias */
+    if ((uintptr_t)a % 16 || (uintptr_t)q % 16 || (uintptr_t)y % 4 || (uintptr_t)scales % 4 || (uintptr_t)bias % 2)
+        return hipErrorInvalidValue;
+    const bool automatic = variant == FK_VARIANT_AUTO;
+    if (automatic) variant = fk_gemm_pick(m, n, k, kind, group);
     FkParams p = fk_params(m, n, k, a, q, scales, kind, group, bias, out_bf16, y);
-    return fk_dispatch(variant, p, kind == FK_SCALE_BLOCK_RS, (hipStream_t)stream, nullptr, workspace, workspace_bytes);
+    const bool rs = kind == FK_SCALE_BLOCK_RS;
+    hipError_t e = fk_dispatch(variant, p, rs, (hipStream_t)stream, nullptr, workspace, workspace_bytes);
+    const int second = automatic ? fk_second_choice(m, variant) : -1;
+    if (e == hipErrorNotSupported && second >= 0) {
+        p = fk_params(m, n, k, a, q, scales, kind, group, bias, out_bf16, y);
+        e = fk_dispatch(second, p, rs, (hipStream_t)stream, nullptr, workspace, workspace_bytes);
+    }
+    return e;
 }

@@ -1,18 +1,16 @@
 /*
  * NVIDIA Hopper (sm_90a) kernels for M > 32: wgmma, with the roles swapped so that the fp8
- * weight is the register operand. Two versions of the same arithmetic: the first (below) moves
- * tiles with cp.async issued by every thread and a block barrier per chunk; the second, further
- * down and the one the library picks, is warp-specialised (a TMA producer warp, mbarriers) and
- * persistent; the first remains its fallback where no tensor map can be made.
- * A warpgroup computes a 64 × BNA tile of Yᵀ = W · Aᵀ: its
+ * weight is the register operand. A warpgroup computes a 64 × BNA tile of Yᵀ = W · Aᵀ: its
  * operand A is 64 weight rows × 16 k, built in registers from the packed records (bytes → high
  * bytes of fp16, as everywhere), its operand B is BNA activation rows × 16 k read by the tensor
- * cores from shared memory (K-major, 128-byte swizzle). Two warpgroups share each activation
- * tile; tiles arrive through the same multi-stage cp.async pipeline as the tiled kernel.
- * Block scales (G a multiple of 64) go to a second accumulator set, written (scale-d = 0) by
- * the group's first instruction and added with fma at its end; tensor/channel scales, bias and
- * rounding are the shared epilogue. Compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the
- * host uses it only on compute capability 9.0.
+ * cores from shared memory (K-major, 128-byte swizzle). Block scales (G a multiple of 64) go to
+ * a second accumulator set, written (scale-d = 0) by the group's first instruction and added
+ * with fma at its end, or are kept in units of the current group (below); tensor/channel
+ * scales, bias and rounding are the shared epilogue. Compiled only for sm_90a
+ * (__CUDA_ARCH_FEAT_SM90_ALL); the host uses them only on compute capability 9.0, and the
+ * tiled mma.sync kernels where no tensor map can be made. (A first version, whose threads all
+ * issued cp.async copies with a block barrier per chunk, measured 1.4–2.5× slower than these
+ * at every benchmarked point and was removed; BENCHMARKS.md has its figures.)
  */
 #ifndef FK_GEMM_WGMMA_H
 #define FK_GEMM_WGMMA_H
@@ -20,15 +18,7 @@
 #include "gemm_common.h"
 #include <cuda.h> /* CUtensorMap (the type only: the encoder is reached through the runtime) */
 
-#define FK_WG_THREADS 256
-#define FK_WG_BN 128 /* weight rows per block: two warpgroups of 64 */
-
-template <int BNA>
-struct FkWgTile {
-    static constexpr int ACT_BYTES = BNA * 128;        /* BNA rows × 64 halves */
-    static constexpr int W_BYTES = 4 * FK_WG_BN * 16;  /* 4 kb × 128 records */
-    static constexpr int STAGE_BYTES = ACT_BYTES + W_BYTES; /* a multiple of 1024 */
-};
+#define FK_WG_BN 128 /* weight rows of the two-warpgroup tiles */
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* wgmma m64nNk16, f16 × f16 → f32, A from registers, B from shared memory (descriptor), with
@@ -93,21 +83,10 @@ __device__ __forceinline__ void fk_wg_mma_p(float *d, const uint32_t *a, uint64_
     else fk_wgmma_m64n64k16_p(d, a[0], a[1], a[2], a[3], desc, scale_d);
 }
 
-/* Block scales of weight rows n and n + 8 (a thread's two accumulator rows) for the group
- * holding k. */
-__device__ __forceinline__ void fk_wg_scales(const FkParams &p, int n, int k, float &s0, float &s8) {
-    s0 = fk_block_scale(p, n, k);
-    s8 = fk_block_scale(p, n + 8, k);
-}
-
 __device__ __forceinline__ void fk_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void fk_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void fk_wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void fk_wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-/* cp.async wrote the tiles through the generic proxy; the tensor cores read them through the
- * async proxy. */
-__device__ __forceinline__ void fk_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
 /* Shared-memory matrix descriptor: K-major rows of 128 bytes, 128-byte swizzle, 8-row groups
  * 1024 bytes apart (stride byte offset); the leading byte offset is unused in this mode. */
 __device__ __forceinline__ uint64_t fk_wg_desc(uint32_t saddr) {
@@ -115,134 +94,9 @@ __device__ __forceinline__ uint64_t fk_wg_desc(uint32_t saddr) {
            ((uint64_t)1 << 62);
 }
 
-/* Stage kc: activation rows [m0, m0+BNA) × k [64kc, 64kc+64) swizzled, weight records of
- * columns [n0, n0+128) for the 4 kb of the chunk; zeros past M, N, K. */
-template <int BNA>
-__device__ __forceinline__ void fk_wg_load(const FkParams &p, unsigned char *stage, int m0, int n0, int kc) {
-    const int tid = threadIdx.x;
-#pragma unroll
-    for (int it = 0; it < BNA * 8 / FK_WG_THREADS; it++) {
-        int i = tid + it * FK_WG_THREADS, r = i >> 3, c = i & 7;
-        int row = m0 + r, k = kc * 64 + c * 8;
-        bool v = row < p.M && k < p.K;
-        fk_copy16(stage + fk_sw128_offset(r, c), v ? p.A + (size_t)row * p.K + k : p.A, v);
-    }
-#pragma unroll
-    for (int it = 0; it < 4 * FK_WG_BN / FK_WG_THREADS; it++) {
-        int i = tid + it * FK_WG_THREADS, kb = i / FK_WG_BN, n = i % FK_WG_BN;
-        int gkb = kc * 4 + kb, col = n0 + n;
-        bool v = gkb * 16 < p.K && col < p.N;
-        fk_copy16(stage + FkWgTile<BNA>::ACT_BYTES + kb * FK_WG_BN * 16 + n * 16,
-                  v ? p.Q + ((size_t)gkb * p.N + col) * 16 : p.Q, v);
-    }
-}
 #endif
 
-template <int BNA, int STAGES, bool BLOCK>
-__global__ void __launch_bounds__(FK_WG_THREADS) fk_gemm_wgmma(FkParams p) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef FkWgTile<BNA> Tile;
-    constexpr int NACC = BNA / 2;
-    extern __shared__ uint4 fk_smem_wg[];
-    /* swizzled tiles need 1024-byte alignment: the launch adds 1 KB of slack */
-    const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(fk_smem_wg);
-    const uint32_t s_base = (s_raw + 1023u) & ~1023u;
-    unsigned char *g_base = (unsigned char *)fk_smem_wg + (s_base - s_raw);
-
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int t = lane & 3;
-    const int n0 = blockIdx.x * FK_WG_BN, m0 = blockIdx.y * BNA;
-    const int nrow = 16 * warp + (lane >> 2); /* weight row (of 128) of a0/a2; a1/a3: +8 */
-    const int nchunks = (p.K + 63) / 64;
-    const uint32_t sel = fk_wg_a_sel(t);
-
-    float acc[NACC];
-    float accg[BLOCK ? NACC : 1];
-#pragma unroll
-    for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
-
-    /* Pipeline. With block scales, chunk c's instructions are issued while chunk c-1's still
-     * run (wgmma.wait_group 1): a stage is refilled two iterations after its chunk was issued
-     * (copies run STAGES-2 chunks ahead), and the register operand alternates between two sets.
-     * Without block scales ptxas serializes that arrangement (C7513) and it measured slower
-     * than simply waiting for each chunk's instructions (wait_group 0, copies STAGES-1 chunks
-     * ahead; four warpgroups per multiprocessor keep the tensor cores fed in between). */
-    constexpr bool OVERLAP = BLOCK;
-    constexpr int AHEAD = OVERLAP ? STAGES - 2 : STAGES - 1;
-#pragma unroll
-    for (int s = 0; s < AHEAD; s++) {
-        if (s < nchunks) fk_wg_load<BNA>(p, g_base + s * Tile::STAGE_BYTES, m0, n0, s);
-        fk_copy_commit();
-    }
-    uint32_t a0[4][4], a1[4][4];
-    auto step = [&](int c, uint32_t(&a)[4][4]) {
-        fk_copy_wait<AHEAD - 1>();
-        fk_fence_proxy_async();
-        __syncthreads(); /* chunk c has landed; the stage refilled next is no longer read */
-        {
-            int nc = c + AHEAD;
-            if (nc < nchunks) fk_wg_load<BNA>(p, g_base + (nc % STAGES) * Tile::STAGE_BYTES, m0, n0, nc);
-            fk_copy_commit();
-        }
-        const int st = c % STAGES;
-        const unsigned char *wst = g_base + st * Tile::STAGE_BYTES + Tile::ACT_BYTES;
-        const uint32_t act = s_base + st * Tile::STAGE_BYTES;
-        /* the register operand: 4 k16 steps of weight rows nrow, nrow+8 */
-#pragma unroll
-        for (int s = 0; s < 4; s++) {
-            const unsigned char *rec = wst + s * FK_WG_BN * 16 + nrow * 16;
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                uint32_t w = *(const uint32_t *)(rec + fk_wg_a_row8(r) * 8 * 16 + 4 * fk_wg_a_word(t, r));
-                a[s][r] = __byte_perm(w, 0u, sel);
-            }
-        }
-        fk_wgmma_fence();
-        const bool start = BLOCK && fk_group_opens(p, c * 64);
-#pragma unroll
-        for (int s = 0; s < 4; s++) {
-            const uint64_t desc = fk_wg_desc(act + s * 32); /* 16 k = 32 bytes further in each row */
-            if constexpr (BLOCK) fk_wg_mma_p<BNA>(accg, a[s], desc, start && s == 0 ? 0 : 1);
-            else fk_wg_mma_p<BNA>(acc, a[s], desc, 1);
-        }
-        fk_wgmma_commit();
-        if constexpr (BLOCK) {
-            if (fk_group_opens(p, (c + 1) * 64)) {
-                /* the scales loaded here, not at the group's start: that measured 5–10 % slower
-                 * in this kernel (H100, block:128, M = 64…4096), unlike fk_ws_body */
-                fk_wgmma_wait0();
-                float s0, s8;
-                fk_wg_scales(p, n0 + nrow, c * 64, s0, s8);
-#pragma unroll
-                for (int i = 0; i < NACC; i++) acc[i] = fmaf(accg[i], fk_wg_d_row8(i) ? s8 : s0, acc[i]);
-                return;
-            }
-        }
-        if constexpr (OVERLAP) fk_wgmma_wait1();
-        else fk_wgmma_wait0();
-    };
-    if constexpr (OVERLAP) {
-        for (int c = 0; c < nchunks; c += 2) {
-            step(c, a0);
-            if (c + 1 < nchunks) step(c + 1, a1);
-        }
-    } else {
-        for (int c = 0; c < nchunks; c++) step(c, a0);
-    }
-    fk_wgmma_wait0();
-    /* epilogue: accumulator i holds Yᵀ[nrow + 8·row8][col], i.e. Y[m0 + col][n0 + nrow + …] */
-#pragma unroll
-    for (int i = 0; i < NACC; i++) {
-        int n = n0 + nrow + 8 * fk_wg_d_row8(i), m = m0 + fk_wg_d_col(lane, i);
-        if (m < p.M && n < p.N) fk_store1(p, m, n, acc[i]);
-    }
-#else
-    (void)p;
-#endif
-}
-
-
-/* ---- Warp-specialised, persistent version (sm_90a) ----
+/* ---- Warp-specialised and persistent ----
  * One producer warp moves each stage with two bulk tensor copies (TMA: the activation tile
  * swizzled exactly as the descriptor expects, the weight records as they lie; zeros past M, N,
  * K) completing on a "full" mbarrier; two or three consumer warpgroups wait on it, build the register
@@ -428,9 +282,9 @@ __device__ __forceinline__ void fk_tma_2d(uint32_t dst, const CUtensorMap *map, 
  * multiprocessors) cannot deadlock.
  * Registers: a block of 9 warps fits only at 168 per thread or fewer (a warp's registers come
  * from one of the 4 quarters of the register file, 16384 each: 3 warps in a quarter allow 170).
- * Builds above that made the occupancy query answer 0, and a silent fallback to the cp.async
- * kernel was all that was ever timed; hence the bound below (no spills) and no fallback: the
- * variant fails with the reason. Measured on an H100: 1.12× ws128 at 3072×12288, M = 1024,
+ * Builds above that made the occupancy query answer 0, and a silent fallback to another kernel
+ * was all that was ever timed; hence the bound below (no spills), and a variant asked for by
+ * number fails with the reason instead of falling back (fk_gemm). Measured on an H100: 1.12× ws128 at 3072×12288, M = 1024,
  * slower at the other benchmarked shapes (fk_gemm_pick says where it is used).
  * With block scales (fk_gemm_wgsk_block) the producer is a warpgroup, as in fk_gemm_wgws, and
  * a run may begin or end inside a group: it starts its group sums from zero and adds what it

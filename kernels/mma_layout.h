@@ -70,8 +70,5 @@ FK_HD int fk_wg_a_word(int t, int r) { return (t >> 1) + 2 * (r >> 1); } /* word
 FK_HD unsigned fk_wg_a_sel(int t) { return (t & 1) ? FK_NV_PRMT_HI : FK_NV_PRMT_LO; }
 FK_HD int fk_wg_d_row8(int i) { return (i >> 1) & 1; }
 FK_HD int fk_wg_d_col(int lane, int i) { return 8 * (i >> 2) + 2 * (lane & 3) + (i & 1); }
-/* Byte offset of 16-byte chunk c (0…7) of row r in a K-major tile with 128-byte rows and the
- * 128-byte swizzle: the chunk index is XORed with the row's position in its group of 8. */
-FK_HD int fk_sw128_offset(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
 #endif

@@ -22,6 +22,7 @@
 #define hipSuccess cudaSuccess
 #define hipErrorInvalidValue cudaErrorInvalidValue
 #define hipErrorNoDevice cudaErrorNoDevice
+#define hipErrorNotSupported cudaErrorNotSupported
 #define hipGetErrorString cudaGetErrorString
 #define hipGetLastError cudaGetLastError
 #define hipGetDeviceCount cudaGetDeviceCount

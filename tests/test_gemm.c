@@ -579,3 +579,58 @@ TEST(gemm_gpu_every_variant) {
     feather_ctx_free(ctx);
 #endif
 }
+
+/* The kernels' entry point refuses pointers its loads and stores cannot use (A and Q not
+ * 16-byte aligned, Y not 4-byte, scales and bias not naturally aligned) with an error and
+ * nothing written, at an M for the skinny kernels and one for the tiled or wgmma ones; the same
+ * call with aligned pointers runs. */
+TEST(gemm_gpu_rejects_misaligned_pointers) {
+#ifndef FEATHER_GPU
+    test_skip("*** GPU alignment checks NOT RUN: built without a GPU backend ***");
+#else
+    if (!tu_gpu_or_skip("GPU alignment checks")) return;
+    enum { N = 256, K = 256, MMAX = 300 };
+    unsigned char *da = NULL, *dq = NULL, *ds = NULL, *db = NULL, *dy = NULL, *dws = NULL;
+    uint16_t *host = malloc((size_t)MMAX * N * 2);
+    REQUIRE(host);
+    const size_t wsb = 64 << 20;
+    int rc = fk_malloc((void **)&da, (size_t)MMAX * K * 2 + 16) || fk_malloc((void **)&dq, (size_t)N * K + 16) ||
+             fk_malloc((void **)&ds, N * 4 + 16) || fk_malloc((void **)&db, N * 2 + 16) ||
+             fk_malloc((void **)&dy, (size_t)MMAX * N * 2 + 16) || fk_malloc((void **)&dws, wsb) ||
+             fk_memset(da, 0, (size_t)MMAX * K * 2 + 16) || fk_memset(dq, 0, (size_t)N * K + 16) ||
+             fk_memset(ds, 0, N * 4 + 16) || fk_memset(db, 0, N * 2 + 16) || fk_memset(dws, 0, wsb);
+    REQUIRE(rc == 0);
+    static const int ms[] = {16, MMAX};
+    /* offsets in bytes of a, q, y, scales, bias; the first set is aligned */
+    static const int offs[][5] = {{0, 0, 0, 0, 0}, {8, 0, 0, 0, 0}, {0, 8, 0, 0, 0}, {0, 0, 2, 0, 0},
+                                  {0, 0, 0, 2, 0}, {0, 0, 0, 0, 1}};
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+        for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++) {
+            const int m = ms[mi];
+            REQUIRE(fk_memset(dy, 0xff, (size_t)MMAX * N * 2 + 16) == 0);
+            int r = fk_gemm(m, N, K, da + offs[o][0], dq + offs[o][1], (const float *)(ds + offs[o][3]),
+                            FK_SCALE_CHANNEL, 0, db + offs[o][4], 0, dy + offs[o][2], dws, wsb, FK_VARIANT_AUTO, NULL);
+            if (!r) r = fk_synchronize();
+            REQUIRE(fk_to_host(host, dy + offs[o][2], (size_t)m * N * 2) == 0);
+            int poisoned = 1; /* every output still the 0xffff written before */
+            for (size_t i = 0; i < (size_t)m * N; i++) poisoned &= host[i] == 0xffff;
+            if (o == 0) {
+                /* zero weights and scales: every output is +0 */
+                if (r) test_fail(__FILE__, __LINE__, "M=%d, aligned: %s", m, fk_error_string(r));
+                CHECK(host[0] == 0 && host[(size_t)m * N - 1] == 0);
+            } else {
+                if (!r || !poisoned)
+                    test_fail(__FILE__, __LINE__, "M=%d, offsets a %d q %d y %d scales %d bias %d: rc %d, output %s", m,
+                              offs[o][0], offs[o][1], offs[o][2], offs[o][3], offs[o][4], r,
+                              poisoned ? "untouched" : "written");
+            }
+        }
+    fk_free(da);
+    fk_free(dq);
+    fk_free(ds);
+    fk_free(db);
+    fk_free(dy);
+    fk_free(dws);
+    free(host);
+#endif
+}
