@@ -9,8 +9,9 @@
  * scales, bias and rounding are the shared epilogue. Compiled only for sm_90a
  * (__CUDA_ARCH_FEAT_SM90_ALL); the host uses them only on compute capability 9.0, and the
  * tiled mma.sync kernels where no tensor map can be made. (A first version, whose threads all
- * issued cp.async copies with a block barrier per chunk, measured 1.4–2.5× slower than these
- * at every benchmarked point and was removed; BENCHMARKS.md has its figures.)
+ * issued cp.async copies with a block barrier per chunk, was slower than these at every
+ * benchmarked point, 1.1–1.25× with block scales when the pick last chose between them and
+ * 1.9–2.5× in the last comparison, and was removed; BENCHMARKS.md has the figures.)
  */
 #ifndef FK_GEMM_WGMMA_H
 #define FK_GEMM_WGMMA_H

@@ -39,7 +39,7 @@ typedef struct problem {
     uint16_t *a, *bias, *y;
     uint8_t *q, *packed;
     float *scales;
-    double *ref;
+    double *ref, *ad; /* ad: A in double, for the reference */
 } problem;
 
 static uint64_t nscales(feather_scale_mode mode, uint64_t n, uint64_t k, unsigned g) {
@@ -72,17 +72,26 @@ static void reference_rows(void *arg, size_t b, size_t e, int worker) {
         for (uint64_t c = 0; c < k; c++) wrow[c] = scale_of(p, r, c) * feather_e5m2_to_f32(p->q[r * k + c]);
         double bias = !p->bias ? 0.0 : a->out_bf16 ? feather_bf16_to_f32(p->bias[r]) : feather_f16_to_f32(p->bias[r]);
         for (uint64_t i = 0; i < m; i++) {
-            const uint16_t *ar = p->a + i * k;
+            const double *ar = p->ad + i * k;
             double t = 0;
-            for (uint64_t c = 0; c < k; c++) t += feather_f16_to_f32(ar[c]) * wrow[c];
+            for (uint64_t c = 0; c < k; c++) t += ar[c] * wrow[c];
             p->ref[i * n + r] = t + bias;
         }
     }
     free(wrow);
 }
 
-/* A ~ N(0,1) in fp16; Q = e5m2 of N(0,1)·8 (finite codes only); scales in [0.5, 2)·2^-3 per
- * group; bias ~ N(0,1)·|typical output| in the output dtype, or none. */
+/* The last weight drawn: a problem of the same N and K takes it again rather than drawing
+ * N·K normals anew, which took most of the GPU test's minutes (N·K up to 19 M, some hundred
+ * problems per shape: every M, scale mode and output type). */
+static struct {
+    uint64_t n, k;
+    uint8_t *q, *packed;
+} last_weight;
+
+/* A ~ N(0,1) in fp16; Q = e5m2 of N(0,1)·8 (finite codes only), or the last problem's Q where
+ * N and K are the same; scales in [0.5, 2)·2^-3 per group; bias ~ N(0,1)·|typical output| in
+ * the output dtype, or none. */
 static void problem_make(feather_ctx *ctx, problem *p, uint64_t m, uint64_t n, uint64_t k, feather_scale_mode mode,
                          unsigned g, int bias, int out_bf16) {
     memset(p, 0, sizeof *p);
@@ -96,12 +105,35 @@ static void problem_make(feather_ctx *ctx, problem *p, uint64_t m, uint64_t n, u
     p->bias = bias ? malloc(n * 2) : NULL;
     p->y = malloc(m * n * 2 + 2);
     p->ref = malloc(m * n * sizeof(double) + 8);
-    for (uint64_t i = 0; i < m * k; i++) p->a[i] = feather_f32_to_f16((float)rng_normal());
-    for (uint64_t i = 0; i < n * k; i++) p->q[i] = feather_f32_to_e5m2((float)(rng_normal() * 8.0));
+    p->ad = malloc(m * k * sizeof(double));
+    for (uint64_t i = 0; i < m * k; i++) {
+        p->a[i] = feather_f32_to_f16((float)rng_normal());
+        p->ad[i] = feather_f16_to_f32(p->a[i]);
+    }
+    if (last_weight.q && last_weight.n == n && last_weight.k == k) {
+        memcpy(p->q, last_weight.q, n * k);
+        memcpy(p->packed, last_weight.packed, n * k);
+    } else {
+        for (uint64_t i = 0; i < n * k; i++) p->q[i] = feather_f32_to_e5m2((float)(rng_normal() * 8.0));
+        /* packed[kb][n][i] = Q[n][16kb+i] */
+        for (uint64_t r = 0; r < n; r++)
+            for (uint64_t c = 0; c < k; c++) p->packed[(c / 16) * n * 16 + r * 16 + c % 16] = p->q[r * k + c];
+        free(last_weight.q);
+        free(last_weight.packed);
+        last_weight.q = malloc(n * k);
+        last_weight.packed = malloc(n * k);
+        if (last_weight.q && last_weight.packed) {
+            memcpy(last_weight.q, p->q, n * k);
+            memcpy(last_weight.packed, p->packed, n * k);
+            last_weight.n = n;
+            last_weight.k = k;
+        } else {
+            free(last_weight.q);
+            free(last_weight.packed);
+            last_weight.q = last_weight.packed = NULL;
+        }
+    }
     for (uint64_t i = 0; i < ns; i++) p->scales[i] = (float)((0.5 + 1.5 * rng_unit()) / 8.0);
-    /* packed[kb][n][i] = Q[n][16kb+i] */
-    for (uint64_t r = 0; r < n; r++)
-        for (uint64_t c = 0; c < k; c++) p->packed[(c / 16) * n * 16 + r * 16 + c % 16] = p->q[r * k + c];
     double typical = sqrt((double)k) * 8.0 / 8.0;
     for (uint64_t i = 0; bias && i < n; i++) {
         float b = (float)(rng_normal() * typical);
@@ -117,7 +149,7 @@ static void problem_make(feather_ctx *ctx, problem *p, uint64_t m, uint64_t n, u
 }
 
 static void problem_free(problem *p) {
-    free(p->a); free(p->q); free(p->packed); free(p->scales); free(p->bias); free(p->y); free(p->ref);
+    free(p->a); free(p->q); free(p->packed); free(p->scales); free(p->bias); free(p->y); free(p->ref); free(p->ad);
 }
 
 static void poison(problem *p) { memset(p->y, 0xff, p->args.m * p->args.n * 2); }
