@@ -97,6 +97,9 @@ device-deps:
 	cd .device/debs && apt-get download $(DEVICE_DEBS)
 	for f in .device/debs/*.deb; do dpkg -x "$$f" .device/root; done
 	cp "$$(command -v $(MAKE))" .device/bin/make
+	# the real checkpoints, so that the tests on them run there too (bench/device.sh)
+	if [ -d ../shared/testdata/real ]; then rm -rf .device/testdata && cp -r ../shared/testdata/real .device/testdata && \
+	    chmod -R u+w .device/testdata; fi
 device-run:
 	sh bench/device.sh
 bench-gpu: $(BUILD)/libfeather_kernels.so

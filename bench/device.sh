@@ -23,6 +23,8 @@ JOBS=$(nproc 2>/dev/null || echo 4)
 command -v make >/dev/null 2>&1 || export PATH="$PWD/.device/bin:$PATH"
 # the zstd program (the writer tests decompress its output with it) where the image lacks it
 command -v zstd >/dev/null 2>&1 || export PATH="$PATH:$ROOT/usr/bin"
+# the real test checkpoints that `make device-deps` copied
+[ -d .device/testdata ] && export FEATHER_TESTDATA="${FEATHER_TESTDATA:-$PWD/.device/testdata}"
 
 {
     date -u

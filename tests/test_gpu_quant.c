@@ -20,6 +20,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 static uint32_t f2u(float f) {
@@ -707,4 +708,51 @@ TEST(gpu_quant_convert_cpu_and_gpu_files_identical) {
         printf("    %s %s: %s\n", runs[i][0], runs[i][1], same ? "identical" : "DIFFERENT");
         CHECK(same);
     }
+}
+
+/* The real checkpoints (FEATHER_TESTDATA): from each, the GPU writes the bytes the CPU writes,
+ * in every scale mode and both formats; where the CPU refuses a file (nothing to convert,
+ * truncated, trailing bytes), the GPU refuses it with the same exit status. */
+TEST(gpu_quant_real_files_cpu_and_gpu_identical) {
+    if (!tu_gpu_or_skip("GPU converter tests on real files")) return;
+    DIR *d = opendir(test_real_dir());
+    if (!d) {
+        test_skip("*** real test data missing (set FEATHER_TESTDATA) ***");
+        return;
+    }
+    static const char *const runs[] = {"--scale tensor", "--scale channel", "--scale block:64",
+                                       "--scale block:16 --format e4m3fn", "--scale absmax --format e4m3fn"};
+    int files = 0, identical = 0, refused = 0;
+    const struct dirent *e;
+    while ((e = readdir(d))) {
+        const size_t l = strlen(e->d_name);
+        if (l < 12 || strcmp(e->d_name + l - 12, ".safetensors") != 0) continue;
+        char in[1200], out[600], a[600], b[600];
+        snprintf(in, sizeof in, "%s/%s", test_real_dir(), e->d_name);
+        snprintf(out, sizeof out, "%s", test_path("out.safetensors"));
+        snprintf(a, sizeof a, "%s", test_path("cpu.safetensors"));
+        snprintf(b, sizeof b, "%s", test_path("gpu.safetensors"));
+        files++;
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            remove(a);
+            remove(b);
+            /* the same output name for both (the file records it), renamed after */
+            const int rc_cpu = test_run("%s -q --force --device cpu %s -o %s %s && mv %s %s", bin("feather-convert"),
+                                        runs[i], out, in, out, a);
+            const int rc_gpu = test_run("%s -q --force --device gpu %s -o %s %s && mv %s %s", bin("feather-convert"),
+                                        runs[i], out, in, out, b);
+            if (rc_cpu != rc_gpu)
+                test_fail(__FILE__, __LINE__, "%s %s: exit status %d on the CPU, %d on the GPU", e->d_name, runs[i],
+                          rc_cpu, rc_gpu);
+            else if (rc_cpu != 0)
+                refused++;
+            else if (!tu_files_equal(a, b))
+                test_fail(__FILE__, __LINE__, "%s %s: the GPU's file differs from the CPU's", e->d_name, runs[i]);
+            else
+                identical++;
+        }
+    }
+    closedir(d);
+    printf("    %d real files: %d conversions identical, %d refused alike\n", files, identical, refused);
+    CHECK(identical > 0);
 }
