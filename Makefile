@@ -54,8 +54,11 @@ CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code
 GPU_SRC    := kernels/gemm.hip kernels/runtime.hip kernels/quant.hip
 GPU_OBJ    := $(GPU_SRC:kernels/%.hip=$(BUILD)/obj/kernels/%.o)
 GPU_HDR    := $(wildcard kernels/*.h)
+# WMMA_EMULATED=1 (with GPU=cuda): the gfx11 kernels, their WMMA instruction emulated, for
+# testing them on an NVIDIA GPU (kernels/vendor.h)
 ifeq ($(GPU_KIND),cuda)
-GPU_CC     := $(NVCC) -x cu -std=c++17 -O3 -fmad=false --threads 0 $(CUDA_ARCHS) -Xcompiler -fPIC
+GPU_CC     := $(NVCC) -x cu -std=c++17 -O3 -fmad=false --threads 0 $(CUDA_ARCHS) -Xcompiler -fPIC \
+              $(if $(WMMA_EMULATED),-DFK_WMMA_EMULATED)
 GPU_LIBS   := -L$(CUDA_PATH)/lib64 -lcudart -lstdc++
 else ifeq ($(GPU_KIND),hip)
 GPU_CC     := $(HIPCC) -x hip -std=c++17 -O3 -ffp-contract=off -fPIC $(HIP_ARCHS:%=--offload-arch=%)

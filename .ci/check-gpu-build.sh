@@ -3,7 +3,9 @@
 # instructions are there: AMD gfx1100 (RDNA3) and gfx1151 (RDNA3.5) with clang-19 (device code
 # only: no ROCm needed, the HIP headers of libamdhip64-dev suffice) must contain v_wmma and
 # v_perm_b32 and spill nothing to scratch memory; with nvcc present, the PTX for sm_80, sm_90
-# and sm_90a must contain mma.sync m16n8k16 and prmt, and sm_90a's also wgmma. The quantiser's
+# and sm_90a must contain mma.sync m16n8k16 and prmt, and sm_90a's also wgmma, and the gfx11
+# kernels built for sm_80 with WMMA emulated (FK_WMMA_EMULATED, which the device machine runs)
+# must hold shuffles and no NVIDIA matrix instruction. The quantiser's
 # kernels must keep subnormals and, in PTX, contain no fused float operations. Runs the
 # compilers in parallel.
 set -u
@@ -41,6 +43,11 @@ if [ -n "$NVCC" ] && command -v "$NVCC" >/dev/null 2>&1; then
             pids="$pids $!"
         done
     done
+    out="$tmp/gemm-wmma-sm80.ptx"
+    ( "$NVCC" -x cu -std=c++17 -O3 -fmad=false -Werror all-warnings -arch=compute_80 -DFK_WMMA_EMULATED \
+          -ptx -o "$out" kernels/gemm.hip >"$out.log" 2>&1 \
+          || { echo "FAIL kernels/gemm.hip for sm_80, WMMA emulated:"; cat "$out.log"; exit 1; } ) &
+    pids="$pids $!"
 else
     echo "check-gpu-build: nvcc not found, NVIDIA targets not compiled"
 fi
@@ -69,6 +76,13 @@ if [ -f "$tmp/gemm-sm90.ptx" ]; then
             echo "ok   gemm for sm_$sm: $n mma.sync m16n8k16, $w wgmma, $p prmt"
         fi
     done
+    n=$(grep -c 'shfl.sync' "$tmp/gemm-wmma-sm80.ptx")
+    m=$(grep -c 'mma' "$tmp/gemm-wmma-sm80.ptx")
+    if [ "$n" -eq 0 ] || [ "$m" -ne 0 ]; then
+        echo "FAIL gemm for sm_80, WMMA emulated: $n shfl.sync, $m matrix instructions"; fail=1
+    else
+        echo "ok   gemm for sm_80, WMMA emulated: $n shfl.sync, no matrix instruction"
+    fi
 fi
 # The quantiser must give the CPU's bits: no fused multiply-adds and no flushed subnormals in
 # its kernels (the arithmetic's own rules, kernels/quant_hd.h). AMD: every kernel keeps f32

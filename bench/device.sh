@@ -9,7 +9,10 @@
 # against GPU; NCU=1 (default): one profiled skinny launch (NCU_KERNEL, a kernel-name regex,
 # and NCU_VARIANT profile another variant). TESTS_FILTER: test-name substrings.
 # B=DIR: build directory (default build); PREBUILT=1: use DIR as built elsewhere (same CUDA),
-# skipping the build. Tests and benchmark run under timeouts (a hung kernel costs device time).
+# skipping the build. WMMA=1 (default): also the gfx11 kernels with their WMMA instruction
+# emulated (make WMMA_EMULATED=1, in WB, default $B-wmma; prebuilt there with PREBUILT=1) and the
+# GPU matrix-product and verification tests on them. Tests and benchmark run under timeouts (a
+# hung kernel costs device time).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}
@@ -57,6 +60,17 @@ else
     test_rc=-1
     : >"$OUT/test.log"
 fi
+# The AMD kernels, but for their WMMA instruction, on this GPU.
+if [ "${WMMA:-1}" = 1 ]; then
+    WB=${WB:-$B-wmma}
+    if [ "${PREBUILT:-0}" = 1 ] || make GPU=cuda WMMA_EMULATED=1 NO_DEPS=1 BUILD="$WB" -j"$JOBS" "$WB/test-runner" \
+        >"$OUT/build-wmma.log" 2>&1; then
+        FEATHER_BIN=$PWD/$WB timeout "${TEST_TIMEOUT:-400}" "$WB/test-runner" gemm verify >"$OUT/test-wmma.log" 2>&1
+        wmma_rc=$?
+    else
+        wmma_rc="build failed (build-wmma.log)"
+    fi
+fi
 t2=$(date +%s)
 # VERIFY=1: the verification benchmark (CPU and GPU matmul) and Python's safetensors loading
 # converted outputs (packed, and repacked to the comfy layout).
@@ -102,6 +116,10 @@ fi
 
 echo "== tests (rc $test_rc, $((t2 - t1)) s; build $((t1 - t0)) s) =="
 grep -E "^(FAIL|skip)|GPU|worst|cases|identical|DIFFERENT|passed|SKIP|    tests/" "$OUT/test.log" | head -40
+if [ "${WMMA:-1}" = 1 ]; then
+    echo "== gfx11 kernels, WMMA emulated: gemm and verify tests (rc $wmma_rc) =="
+    grep -E "^(FAIL|skip)|GPU|worst|cases|variant runs|passed|SKIP" "$OUT/test-wmma.log" | head -20
+fi
 if [ "${VERIFY:-0}" = 1 ]; then
     echo "== verification benchmark =="
     cat "$OUT/verify_bench.txt"

@@ -20,7 +20,7 @@
  */
 #include "gemm_common.h"
 #include <type_traits> /* std::integral_constant (fk_static_for) */
-#if FK_NVIDIA
+#if FK_FRAG_NV
 #include "mma_nv.h"
 #include "gemm_wgmma.h"
 #else
@@ -575,7 +575,7 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
  * and 3 fragments, and 3 with block scales. Elsewhere 4-warp blocks, several per
  * tile where the tiles are few.
  * fk_skinny16_form: the one-wave form's fragments per tile for n columns, or 0. */
-#if FK_NVIDIA
+#if FK_FRAG_NV
 #define FK_SKINNY16_NJ 8 /* the 4-warp form's fragments per tile */
 #define FK_FRAG_TN (MmaNv<4>::TN)
 #else
@@ -586,7 +586,7 @@ struct FkSkinnyForm {
     int nj, per_sm; /* fragments per column tile, blocks per multiprocessor */
 };
 static int fk_skinny16_form(long long n, bool block) {
-#if FK_NVIDIA
+#if FK_FRAG_NV
     static const FkSkinnyForm forms[] = {{12, 1}, {8, 1}, {3, 1}, {0, 0}};
     static const FkSkinnyForm block_forms[] = {{8, 1}, {3, 1}, {6, 2}, {0, 0}};
 #else
@@ -598,7 +598,7 @@ static int fk_skinny16_form(long long n, bool block) {
 }
 /* One wave's fill by the 4-warp skinny16 blocks without block scales (0: more than a wave). */
 static double fk_skinny16_fill(const FkParams &p) {
-#if FK_NVIDIA
+#if FK_FRAG_NV
     return fk_wave_fill(fk_skinny_grid<MmaNv<4>, 1, FK_SKINNY16_NJ, 4, false>(p));
 #else
     return fk_wave_fill(fk_skinny_grid<MmaAmd, 1, FK_SKINNY16_NJ, 4, false>(p));
@@ -607,18 +607,18 @@ static double fk_skinny16_fill(const FkParams &p) {
 template <class Mma, bool BLOCK>
 static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     switch (fk_skinny16_form(p.N, BLOCK)) {
-#if FK_NVIDIA
+#if FK_FRAG_NV
     case 12:
         if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 12, 7, false>(p, st, ws_need, ws, ws_bytes);
         break;
 #endif
     case 8:
         if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false>(p, st, ws_need, ws, ws_bytes);
-#if FK_NVIDIA
+#if FK_FRAG_NV
         else return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
 #endif
         break;
-#if FK_NVIDIA
+#if FK_FRAG_NV
     case 6:
         if constexpr (BLOCK) return fk_go_skinny<Mma, 1, 6, 6, true, 2>(p, st, ws_need, ws, ws_bytes);
         break;
@@ -686,7 +686,7 @@ static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void
     return hipSuccess;
 }
 
-#if FK_NVIDIA
+#if FK_FRAG_NV
 
 /* The driver's tensor-map encoder, reached through the runtime (no link against the driver
  * library); null when unavailable. */
@@ -838,7 +838,7 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
 template <class Mma, bool BLOCK>
 static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, size_t *ws_need, void *ws,
                         size_t ws_bytes) {
-#if FK_NVIDIA
+#if FK_FRAG_NV
     /* Warp tiles of 64×32 (MI=4, NJ=4) keep 2 blocks of 8 warps per multiprocessor within the
      * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
     switch (variant) {
@@ -904,7 +904,7 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
 }
 
 
-#if FK_NVIDIA
+#if FK_FRAG_NV
 /* P for MmaNv: the largest of 4, 2, 1 whose super-step (16P) divides the block group. */
 static int fk_pick_p(int kind, int group) {
     if (kind != FK_SCALE_BLOCK) return 4;
@@ -916,7 +916,7 @@ static int fk_pick_p(int kind, int group) {
 static hipError_t fk_dispatch(int variant, FkParams &p, bool rescale, hipStream_t st, size_t *ws_need, void *ws,
                               size_t ws_bytes) {
     const bool block = p.kind == FK_SCALE_BLOCK;
-#if FK_NVIDIA
+#if FK_FRAG_NV
     switch (fk_pick_p(p.kind, p.G)) {
     case 4: return block ? fk_go<MmaNv<4>, true>(variant, p, rescale, st, ws_need, ws, ws_bytes)
                          : fk_go<MmaNv<4>, false>(variant, p, rescale, st, ws_need, ws, ws_bytes);
@@ -958,7 +958,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
         return fk_skinny16_fill(p) >= 0.85 ? FK_VARIANT_SKINNY16 : FK_VARIANT_SKINNY32;
     }
     if (m <= 32) return FK_VARIANT_SKINNY32;
-#if FK_NVIDIA
+#if FK_FRAG_NV
     if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
         /* Hopper above M = 32: the warp-specialised wgmma kernels, whole tiles or stream-K
          * (H100 measurements at M = 48…4096: as fast as or faster than the cp.async wgmma and

@@ -1,7 +1,8 @@
 /*
  * AMD gfx11 (RDNA3/3.5, wave32) fragment/MMA layer: v_wmma_f32_16x16x16_f16. Every lane's A
  * operand is 16 consecutive k of one row and its B operand is exactly one 16-byte record of
- * the packed weight (wmma_layout.h), so no K permutation is needed.
+ * the packed weight (wmma_layout.h), so no K permutation is needed. Built for NVIDIA
+ * (FK_WMMA_EMULATED, vendor.h), the instruction is done with warp shuffles instead.
  */
 #ifndef FK_MMA_AMD_H
 #define FK_MMA_AMD_H
@@ -14,9 +15,11 @@ struct MmaAmd {
     static constexpr int TN = 16;
     static constexpr int NACC = FK_WMMA_CD_VALUES;
 
+#if FK_AMD
     typedef _Float16 v16h __attribute__((ext_vector_type(16)));
     typedef float v8f __attribute__((ext_vector_type(8)));
     typedef uint32_t v8u __attribute__((ext_vector_type(8)));
+#endif
 
     struct AFrag { uint4 lo, hi; }; /* 16 halves of one row */
     struct BFrag { uint4 w; };      /* 16 e5m2 bytes of one column */
@@ -47,6 +50,7 @@ struct MmaAmd {
 
     static __device__ __forceinline__ void mma(const AFrag &a, const BFrag &b, int j, float *c) {
         (void)j;
+#if FK_AMD
         v8u au = {a.lo.x, a.lo.y, a.lo.z, a.lo.w, a.hi.x, a.hi.y, a.hi.z, a.hi.w};
         v8u bu = {fk_e5m2x2_lo(b.w.x), fk_e5m2x2_hi(b.w.x), fk_e5m2x2_lo(b.w.y), fk_e5m2x2_hi(b.w.y),
                   fk_e5m2x2_lo(b.w.z), fk_e5m2x2_hi(b.w.z), fk_e5m2x2_lo(b.w.w), fk_e5m2x2_hi(b.w.w)};
@@ -55,6 +59,28 @@ struct MmaAmd {
                                                          __builtin_bit_cast(v16h, bu), acc);
 #pragma unroll
         for (int i = 0; i < 8; i++) c[i] = acc[i];
+#else
+        /* The instruction after the layout wmma_layout.h states: value v of lane l is
+         * D[2v + l/16][l % 16], the dot product of row 2v + l/16 of A, which lane 2v + l/16
+         * holds, with column l % 16 of B, this lane's own; products of two halves are exact in
+         * f32 and are added in k order. */
+        const uint32_t aw[8] = {a.lo.x, a.lo.y, a.lo.z, a.lo.w, a.hi.x, a.hi.y, a.hi.z, a.hi.w};
+        const uint32_t bw[8] = {fk_e5m2x2_lo(b.w.x), fk_e5m2x2_hi(b.w.x), fk_e5m2x2_lo(b.w.y), fk_e5m2x2_hi(b.w.y),
+                                fk_e5m2x2_lo(b.w.z), fk_e5m2x2_hi(b.w.z), fk_e5m2x2_lo(b.w.w), fk_e5m2x2_hi(b.w.w)};
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int v = 0; v < FK_WMMA_CD_VALUES; v++) {
+            const int src = fk_wmma_cd_row(lane, v); /* the lane holding that row of A (fk_wmma_a_row) */
+            float t = c[v];
+#pragma unroll
+            for (int w = 0; w < 8; w++) {
+                const uint32_t x = __shfl_sync(0xffffffffu, aw[w], src);
+                t = fmaf(fk_f16_to_f32((uint16_t)x), fk_f16_to_f32((uint16_t)bw[w]), t);
+                t = fmaf(fk_f16_to_f32((uint16_t)(x >> 16)), fk_f16_to_f32((uint16_t)(bw[w] >> 16)), t);
+            }
+            c[v] = t;
+        }
+#endif
     }
 
     static __host__ __device__ __forceinline__ int acc_row(int lane, int i) { return fk_wmma_cd_row(lane, i); }

@@ -38,7 +38,12 @@ extern "C" int fk_init(char *desc, size_t len) {
         snprintf(desc, len, "%s (sm_%d%d) is older than sm_80, which the kernels need", prop.name, prop.major, prop.minor);
         return (int)hipErrorNoDevice;
     }
-    snprintf(desc, len, "%s, sm_%d%d, %d SMs", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+#if FK_FRAG_WMMA
+    const char *kernels = ", gfx11 kernels with WMMA emulated";
+#else
+    const char *kernels = "";
+#endif
+    snprintf(desc, len, "%s, sm_%d%d, %d SMs%s", prop.name, prop.major, prop.minor, prop.multiProcessorCount, kernels);
 #else
     if (strncmp(prop.gcnArchName, "gfx11", 5) != 0) {
         snprintf(desc, len, "%s (%s) is not an RDNA3/3.5 (gfx11) GPU, which the kernels need", prop.name, prop.gcnArchName);

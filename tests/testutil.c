@@ -118,7 +118,7 @@ int tu_vector_upper_in_use(void) {
 
 int tu_gpu_hopper(int sms) {
     char desc[256], count[32];
-    if (!feather_gpu_available(desc, sizeof desc) || !strstr(desc, ", sm_90,")) return 0;
+    if (!feather_gpu_available(desc, sizeof desc) || !strstr(desc, ", sm_90,") || strstr(desc, "emulated")) return 0;
     snprintf(count, sizeof count, " %d SMs", sms);
     return sms <= 0 || strstr(desc, count) != NULL;
 }

@@ -32,7 +32,8 @@ int tu_vector_upper_in_use(void);
 /* 1 when a GPU is usable (named on the output), else a loud skip of `what` and 0. */
 int tu_gpu_or_skip(const char *what);
 
-/* 1 when the usable GPU is a Hopper (compute capability 9.0, where the wgmma kernels run), and
+/* 1 when the usable GPU is a Hopper (compute capability 9.0, where the wgmma kernels run, unless
+ * the build has the gfx11 kernels with WMMA emulated instead), and
  * with sms > 0 when it also has that many multiprocessors (the count the pick's rules are fitted
  * on); read from feather_gpu_available's description. */
 int tu_gpu_hopper(int sms);
