@@ -1000,15 +1000,17 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
             /* 128 × 256 tiles (two consumer warpgroups of m64n256): a wave of them does 2× the
              * work of a wave of 128 × 128 tiles in about 1.5× the time, 1.11× that of a wave of
              * 192 × 128 ones (H100, full waves); so where their waves take the least time. Their
-             * stream-K form where a long K meets few of them and a last wave at most 5/8 full
+             * stream-K form where a long K meets few of them and a last wave less than half full
              * (3072×12288: M = 512 75.0 → 65.6 µs, M = 2048 233.1 → 211.7; block:128 93.6 →
-             * 77.4 and 280.3 → 257.0; not with K = 3072, where it lost to whole 192-row tiles).
-             * The last wave's bound, against the whole tiles picked otherwise, back to back
-             * (tensor; block:128): it wins with 68 and 72 tiles of 132 in the last wave
-             * (5120×13824 M = 1280 307.1 → 270.4, 350.6 → 342.7; 3072×12288 M = 768 105.9 →
-             * 86.3, 126.5 → 105.1) and 80 (5120×13824 M = 512 118.3 → 114.8, 147.9 → 145.3),
-             * and loses with 96 (4096×14336 M = 640 121.5 → 143.1, 3072×12288 M = 896 105.2 →
-             * 112.2) and 120 (5120×13824 M = 640 144.7 → 167.6);
+             * 77.4 and 280.3 → 257.0; not with K = 3072, where it lost to whole 192-row tiles),
+             * up to 5/8 full where K > 8192. Against the whole tiles picked otherwise, back to
+             * back (tensor; block:128), it wins with 68, 72 and 80 tiles of 132 in the last
+             * wave at K = 12288 and 13824 (5120×13824 M = 1280 307.1 → 270.4, 350.6 → 342.7;
+             * 3072×12288 M = 768 105.9 → 86.3, 126.5 → 105.1; 5120×13824 M = 512 118.3 → 114.8,
+             * 147.9 → 145.3); at K = 5120 it wins with 68 (5120² M = 1280 114.3 → 106.4, 129.9
+             * → 126.0) but loses with 80 (5120² M = 512 45.7 → 49.9, 54.1 → 57.2), hence the
+             * bound on K; with 96 or 120 it loses (4096×14336 M = 640 121.5 → 143.1, 3072×12288
+             * M = 896 105.2 → 112.2, 5120×13824 M = 640 144.7 → 167.6);
              * and after whole waves only where K ≤ 8192 (13824×5120 M = 1024: 230.3 → 207.8,
              * block:128 268.6 → 248.1; but 5120×13824 M = 2048 449.5 → 638.6, presumably
              * because its split tiles' panels, about 100 MB, no longer share L2).
@@ -1018,7 +1020,8 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
              * 132.9 → 125.9; 3072² M = 4096 119.1 → 112.0, 133.7 → 127.7. */
             const long long t256 = ((n + 127) / 128) * ((m + 255) / 256), tail256 = t256 % sms;
             const long long waves256 = (t256 + sms - 1) / sms;
-            if (t256 < 4 * sms && tail256 && 8 * tail256 < 5 * sms && k > 4096 && m >= 512 && (t256 < 2 * sms || k <= 8192))
+            const bool few256 = tail256 && (2 * tail256 < sms || (8 * tail256 < 5 * sms && k > 8192));
+            if (t256 < 4 * sms && few256 && k > 4096 && m >= 512 && (t256 < 2 * sms || k <= 8192))
                 return FK_VARIANT_SK256;
             if (3 * waves256 < 2 * waves128 && 10 * waves256 < 9 * waves192) return FK_VARIANT_WS256;
             if (waves192 * 15 < waves128 * 11) return FK_VARIANT_WS192;
