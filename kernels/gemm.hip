@@ -984,10 +984,16 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
          * 12288×3072 M = 4096 (23 waves, the last 27 % full). With block scales against the
          * whole tiles picked before: 3072×12288 M = 256 73.2 → 51.8 µs, M = 1024 188.9 →
          * 171.0, 3072² M = 1024 50.8 → 47.4; but where K and M are both short it lost
-         * (12288×3072 M = 192 52.3 → 57.2, 3072² M = 256 21.0 → 21.7), so not there. */
+         * (12288×3072 M = 192 52.3 → 57.2, 3072² M = 256 21.0 → 21.7), so not there.
+         * Where the tiles make less than one wave, up to 5/8 of it: against ws128, back to back
+         * (tensor; block:128), 72 tiles 4608×3072 M = 256 22.3 → 20.8 (27.8 → 25.1, not
+         * taken: K and M short) and 3072×5120 M = 384 34.4 → 28.2 (42.7 → 34.7), 80 tiles
+         * 5120² M = 256 33.2 → 31.5 (43.9 → 39.1) and 5120×12288 M = 256 76.2 → 63.0 (99.2 →
+         * 78.3); but 84 tiles 3584×3072 M = 384 22.4 → 24.6, 96 4096² M = 384 28.4 → 30.0,
+         * 108 and 120 1.10–1.19× slower (4608×3072 and 5120² at M = 384). */
         const long long tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % sms;
         const long long waves128 = (tiles + sms - 1) / sms;
-        const bool sk_tail = tiles < 4 * sms && tail && tail < sms / 2;
+        const bool sk_tail = tiles < 4 * sms && tail && (2 * tail < sms || (tiles < sms && 8 * tail < 5 * sms));
         /* Three consumer warpgroups (192×128 tiles) where their waves take less time: a wave of
          * them does 1.5× the work of a wave of 128×128 tiles and measured about 1.1× as fast
          * per tile (H100, full waves: 1.06–1.12× at M = 4096); 1.4× ws128 where 128 of them
