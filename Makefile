@@ -78,7 +78,7 @@ $(BUILD)/obj/kernels/%.o: kernels/%.hip $(GPU_HDR) | $(BUILD)/obj/kernels
 	$(GPU_CC) -c $< -o $@
 $(BUILD)/obj/kernels:
 	mkdir -p $@
-$(BUILD)/obj/tests/test_gpu_layout.o: $(GPU_HDR)
+$(BUILD)/obj/tests/test_gpu_layout.o $(BUILD)/obj/tests/test_gemm_pick.o: $(GPU_HDR)
 # src/gpu.c differs with and without a backend: rebuild it when GPU_KIND changes.
 $(BUILD)/obj/gpu.o: $(BUILD)/gpu-$(GPU_KIND).stamp
 $(BUILD)/gpu-$(GPU_KIND).stamp:

@@ -23,6 +23,7 @@
 #if FK_FRAG_NV
 #include "mma_nv.h"
 #include "gemm_wgmma.h"
+#include "pick_hd.h"
 #else
 #include "mma_amd.h"
 #endif
@@ -959,91 +960,8 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
     }
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_FRAG_NV
-    if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0)) {
-        /* Hopper above M = 32: the warp-specialised wgmma kernels, whole tiles or stream-K
-         * (H100 measurements at M = 48…4096: as fast as or faster than the cp.async wgmma and
-         * the tiled kernels at every benchmarked shape) */
-        const long long sms = fk_sm_count();
-        const bool block = kind == FK_SCALE_BLOCK;
-        if (m < 256) {
-            /* Stream-K where whole tiles (of 64 rows of A up to M = 64, else 128) would leave
-             * a third of the multiprocessors or more idle, with 64-row tiles where the weight
-             * is small enough to be read twice (H100, M = 48…192: 3072×12288 at M = 64
-             * 63.0 → 27.3 µs, 3072×3072 19.4 → 15.3, 8192×8192 44.3 → 37.2; at M = 128
-             * 3072×12288 63 → 30.8 with 128 rows, 34.8 with 64; block:128 against the whole
-             * tiles or the tiled kernel picked before: 3072×12288 M = 64 57.9 → 28.1, M = 128
-             * 84.4 → 34.7, 8192² M = 64 50.3 → 38.0, 3072² M = 128 20.9 → 17.2); else whole
-             * tiles */
-            const long long t = ((n + 127) / 128) * ((m + (m <= 64 ? 63 : 127)) / (m <= 64 ? 64 : 128));
-            if (3 * t < 2 * sms) return m <= 64 || n * k <= (16ll << 20) ? FK_VARIANT_SK64 : FK_VARIANT_SK128;
-            if (m <= 64 && !block) return FK_VARIANT_WS64;
-        }
-        /* Stream-K where the 128×128 tiles make few waves and the last one is less than half
-         * full: H100, 192 tiles on 132 SMs (N = 3072, M = 1024) 1.17× ws128 with K = 3072 and
-         * 1.21× with K = 12288; elsewhere between 1.5 % faster and 4 % slower, 1–3 % slower at
-         * 12288×3072 M = 4096 (23 waves, the last 27 % full). With block scales against the
-         * whole tiles picked before: 3072×12288 M = 256 73.2 → 51.8 µs, M = 1024 188.9 →
-         * 171.0, 3072² M = 1024 50.8 → 47.4; but where K and M are both short it lost
-         * (12288×3072 M = 192 52.3 → 57.2, 3072² M = 256 21.0 → 21.7), so not there.
-         * Where the tiles make less than one wave, up to 5/8 of it: against ws128, back to back
-         * (tensor; block:128), 72 tiles 4608×3072 M = 256 22.3 → 20.8 (27.8 → 25.1, not
-         * taken: K and M short) and 3072×5120 M = 384 34.4 → 28.2 (42.7 → 34.7), 80 tiles
-         * 5120² M = 256 33.2 → 31.5 (43.9 → 39.1) and 5120×12288 M = 256 76.2 → 63.0 (99.2 →
-         * 78.3); but 84 tiles 3584×3072 M = 384 22.4 → 24.6, 96 4096² M = 384 28.4 → 30.0,
-         * 108 and 120 1.10–1.19× slower (4608×3072 and 5120² at M = 384). */
-        const long long tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % sms;
-        const long long waves128 = (tiles + sms - 1) / sms;
-        const bool sk_tail = tiles < 4 * sms && tail && (2 * tail < sms || (tiles < sms && 8 * tail < 5 * sms));
-        /* Three consumer warpgroups (192×128 tiles) where their waves take less time: a wave of
-         * them does 1.5× the work of a wave of 128×128 tiles and measured about 1.1× as fast
-         * per tile (H100, full waves: 1.06–1.12× at M = 4096); 1.4× ws128 where 128 of them
-         * make one wave (N = 3072, M = 1024) against 192 of 128×128. Block scales in units of
-         * the current group (FK_SCALE_BLOCK_RS), against ws128: 3072² M = 1024 50.5 → 37.0 µs,
-         * 3072×12288 M = 1024 193.7 → 138.3 and M = 4096 647.5 → 593.8, 12288×3072 M = 4096
-         * 661.6 → 627.0; 8192² M = 4096 1.5 % slower. */
-        if (!block || rescale) {
-            const long long waves192 = (((n + 191) / 192) * ((m + 127) / 128) + sms - 1) / sms;
-            /* 128 × 256 tiles (two consumer warpgroups of m64n256): a wave of them does 2× the
-             * work of a wave of 128 × 128 tiles in about 1.5× the time, 1.11× that of a wave of
-             * 192 × 128 ones (H100, full waves); so where their waves take the least time. Their
-             * stream-K form where a long K meets few of them and a last wave less than half full
-             * (3072×12288: M = 512 75.0 → 65.6 µs, M = 2048 233.1 → 211.7; block:128 93.6 →
-             * 77.4 and 280.3 → 257.0; not with K = 3072, where it lost to whole 192-row tiles),
-             * up to 5/8 full where K > 8192. Against the whole tiles picked otherwise, back to
-             * back (tensor; block:128), it wins with 68, 72 and 80 tiles of 132 in the last
-             * wave at K = 12288 and 13824 (5120×13824 M = 1280 307.1 → 270.4, 350.6 → 342.7;
-             * 3072×12288 M = 768 105.9 → 86.3, 126.5 → 105.1; 5120×13824 M = 512 118.3 → 114.8,
-             * 147.9 → 145.3); at K = 5120 it wins with 68 (5120² M = 1280 114.3 → 106.4, 129.9
-             * → 126.0) but loses with 80 (5120² M = 512 45.7 → 49.9, 54.1 → 57.2), hence the
-             * bound on K; with 96 or 120 it loses (4096×14336 M = 640 121.5 → 143.1, 3072×12288
-             * M = 896 105.2 → 112.2, 5120×13824 M = 640 144.7 → 167.6);
-             * and after whole waves only where K ≤ 8192 (13824×5120 M = 1024: 230.3 → 207.8,
-             * block:128 268.6 → 248.1; but 5120×13824 M = 2048 449.5 → 638.6, presumably
-             * because its split tiles' panels, about 100 MB, no longer share L2).
-             * Against the kernels picked before, back to back (tensor; block:128): 8192²
-             * M = 512 104.5 → 90.6, 128.0 → 104.3; M = 1024 229.7 → 189.6, 266.3 → 212.6;
-             * M = 4096 944.0 → 768.9, 1082.9 → 912.2; 12288×3072 M = 1024 114.1 → 109.6,
-             * 132.9 → 125.9; 3072² M = 4096 119.1 → 112.0, 133.7 → 127.7. */
-            const long long t256 = ((n + 127) / 128) * ((m + 255) / 256), tail256 = t256 % sms;
-            const long long waves256 = (t256 + sms - 1) / sms;
-            const bool few256 = tail256 && (2 * tail256 < sms || (8 * tail256 < 5 * sms && k > 8192));
-            if (t256 < 4 * sms && few256 && k > 4096 && m >= 512 && (t256 < 2 * sms || k <= 8192))
-                return FK_VARIANT_SK256;
-            if (3 * waves256 < 2 * waves128 && 10 * waves256 < 9 * waves192) return FK_VARIANT_WS256;
-            if (waves192 * 15 < waves128 * 11) return FK_VARIANT_WS192;
-        }
-        if (!block) return sk_tail ? FK_VARIANT_SK128 : FK_VARIANT_WS128;
-        if (sk_tail && (k > 4096 || m >= 512)) return FK_VARIANT_SK128;
-        /* Block scales: the warp-specialised kernels (H100, block:128, M = 64…4096: 1.1–1.25×
-         * the cp.async wgmma kernels), 64-row tiles where their waves take less time: a wave of
-         * them does half the work of a wave of 128-row tiles at about 3/4 of the speed (M = 4096:
-         * 1.33–1.45× as long in all); so always at M ≤ 64, and above where the 128-row tiles
-         * leave most multiprocessors idle (N = 3072, M = 256: 1.4× faster). (Few tiles with a
-         * long K, where the tiled kernel had been picked for splitting K, are stream-K's now.) */
-        const long long t64 = ((n + 127) / 128) * ((m + 63) / 64);
-        const long long w64 = (t64 + sms - 1) / sms;
-        return 2 * w64 < 3 * waves128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
-    }
+    if (fk_compute_capability() == 90 && (kind != FK_SCALE_BLOCK || group % 64 == 0))
+        return fk_pick_hopper(m, n, k, kind == FK_SCALE_BLOCK, rescale, fk_sm_count());
 #else
     (void)kind; (void)group; (void)rescale;
 #endif

@@ -1,0 +1,67 @@
+/* The choice of matrix-product kernel on Hopper (kernels/pick_hd.h), run here on the CPU for an
+ * H100's 132 multiprocessors: at each point below the kernel it takes is the one that measured
+ * fastest of those timed there (or within the measurements' spread of it), as BENCHMARKS.md and
+ * the comments in pick_hd.h record. A change of the rules that moves one of these points needs
+ * new measurements, not a new table. */
+#include "test.h"
+
+#include "../kernels/pick_hd.h"
+
+#include <stdio.h>
+
+static const char *variant_name(int v) {
+    static const char *const names[] = {"auto",  "skinny16", "skinny32", "tile64", "tile128", "tile256", "ws128",
+                                        "ws64",  "ws192",    "sk128",    "sk64",   "ws256",   "sk256"};
+    return v >= 0 && v < (int)(sizeof names / sizeof names[0]) ? names[v] : "?";
+}
+
+TEST(gemm_pick_hopper_takes_the_measured_kernels) {
+    /* M, N, K, block scales (in units of the current group, FK_SCALE_BLOCK_RS) or tensor, kernel */
+    static const struct {
+        long long m, n, k;
+        int block, want;
+    } points[] = {
+        /* whole 192-row tiles where they fill the GPU (the sustained-load table) */
+        {1024, 3072, 3072, 0, FK_VARIANT_WS192},
+        {1024, 3072, 3072, 1, FK_VARIANT_WS192},
+        {1024, 3072, 12288, 0, FK_VARIANT_WS192},
+        {1024, 3072, 12288, 1, FK_VARIANT_WS192},
+        {896, 3072, 12288, 0, FK_VARIANT_WS192},
+        {512, 5120, 5120, 0, FK_VARIANT_WS192},
+        /* whole 128 × 256 tiles */
+        {1024, 8192, 8192, 0, FK_VARIANT_WS256},
+        {1024, 8192, 8192, 1, FK_VARIANT_WS256},
+        {1024, 12288, 3072, 0, FK_VARIANT_WS256},
+        {640, 5120, 13824, 0, FK_VARIANT_WS256},
+        /* stream-K over 128 × 256 tiles: a long K, a last wave at most half full, or 5/8 where
+         * K > 8192 */
+        {512, 3072, 12288, 0, FK_VARIANT_SK256},
+        {768, 3072, 12288, 0, FK_VARIANT_SK256},
+        {768, 3072, 12288, 1, FK_VARIANT_SK256},
+        {512, 5120, 13824, 0, FK_VARIANT_SK256},
+        {1280, 5120, 13824, 0, FK_VARIANT_SK256},
+        /* stream-K over 128 × 128 tiles: less than a wave, at most 5/8 of it */
+        {384, 3072, 5120, 0, FK_VARIANT_SK128},
+        {384, 3072, 5120, 1, FK_VARIANT_SK128},
+        {256, 5120, 12288, 0, FK_VARIANT_SK128},
+        {256, 5120, 12288, 1, FK_VARIANT_SK128},
+        {256, 5120, 5120, 0, FK_VARIANT_SK128},
+        {256, 3072, 12288, 0, FK_VARIANT_SK128},
+        /* whole 128 × 128 tiles: 84 of them or more, or K and M both short with block scales */
+        {384, 3584, 3072, 0, FK_VARIANT_WS128},
+        {384, 4608, 3072, 0, FK_VARIANT_WS128},
+        {256, 4608, 3072, 1, FK_VARIANT_WS128},
+        {512, 3072, 3072, 0, FK_VARIANT_WS128},
+        {512, 3072, 3072, 1, FK_VARIANT_WS128},
+        /* 64 rows of A */
+        {256, 3072, 3072, 1, FK_VARIANT_WS64},
+        {64, 3072, 12288, 0, FK_VARIANT_SK64},
+    };
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        const int got = fk_pick_hopper(points[i].m, points[i].n, points[i].k, points[i].block, points[i].block, 132);
+        if (got != points[i].want)
+            test_fail(__FILE__, __LINE__, "M=%lld N=%lld K=%lld %s: picks %s, measured fastest %s", points[i].m,
+                      points[i].n, points[i].k, points[i].block ? "block:128" : "tensor", variant_name(got),
+                      variant_name(points[i].want));
+    }
+}
