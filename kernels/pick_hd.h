@@ -11,8 +11,8 @@
 
 FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int rescale, long long sms) {
     /* Hopper above M = 32: the warp-specialised wgmma kernels, whole tiles or stream-K
-     * (H100 measurements at M = 48…4096: as fast as or faster than the cp.async wgmma and
-     * the tiled kernels at every benchmarked shape) */
+     * (H100 measurements at M = 48…4096: as fast as or faster than the tiled kernels and the
+     * cp.async wgmma kernels, since removed, at every benchmarked shape) */
     if (m < 256) {
         /* Stream-K where whole tiles (of 64 rows of A up to M = 64, else 128) would leave
          * a third of the multiprocessors or more idle, with 64-row tiles where the weight
@@ -83,11 +83,12 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
     if (!block) return sk_tail ? FK_VARIANT_SK128 : FK_VARIANT_WS128;
     if (sk_tail && (k > 4096 || m >= 512)) return FK_VARIANT_SK128;
     /* Block scales: the warp-specialised kernels (H100, block:128, M = 64…4096: 1.1–1.25×
-     * the cp.async wgmma kernels), 64-row tiles where their waves take less time: a wave of
-     * them does half the work of a wave of 128-row tiles at about 3/4 of the speed (M = 4096:
-     * 1.33–1.45× as long in all); so always at M ≤ 64, and above where the 128-row tiles
-     * leave most multiprocessors idle (N = 3072, M = 256: 1.4× faster). (Few tiles with a
-     * long K, where the tiled kernel had been picked for splitting K, are stream-K's now.) */
+     * the cp.async wgmma kernels, since removed), 64-row tiles where their waves take less
+     * time: a wave of them does half the work of a wave of 128-row tiles at about 3/4 of the
+     * speed (M = 4096: 1.33–1.45× as long in all); so always at M ≤ 64, and above where the
+     * 128-row tiles leave most multiprocessors idle (N = 3072, M = 256: 1.4× faster). (Few
+     * tiles with a long K, where the tiled kernel had been picked for splitting K, are
+     * stream-K's now.) */
     const long long t64 = ((n + 127) / 128) * ((m + 63) / 64);
     const long long w64 = (t64 + sms - 1) / sms;
     return 2 * w64 < 3 * waves128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
