@@ -77,7 +77,7 @@ if [ -f "$tmp/gemm-sm90.ptx" ]; then
         fi
     done
     n=$(grep -c 'shfl.sync' "$tmp/gemm-wmma-sm80.ptx")
-    m=$(grep -c 'mma' "$tmp/gemm-wmma-sm80.ptx")
+    m=$(grep -c -E '\b(wg)?mma\.' "$tmp/gemm-wmma-sm80.ptx")
     if [ "$n" -eq 0 ] || [ "$m" -ne 0 ]; then
         echo "FAIL gemm for sm_80, WMMA emulated: $n shfl.sync, $m matrix instructions"; fail=1
     else

@@ -285,8 +285,9 @@ __device__ __forceinline__ void fk_tma_2d(uint32_t dst, const CUtensorMap *map, 
  * from one of the 4 quarters of the register file, 16384 each: 3 warps in a quarter allow 170).
  * Builds above that made the occupancy query answer 0, and a silent fallback to another kernel
  * was all that was ever timed; hence the bound below (no spills), and a variant asked for by
- * number fails with the reason instead of falling back (fk_gemm). Measured on an H100: 1.12× ws128 at 3072×12288, M = 1024,
- * slower at the other benchmarked shapes (fk_gemm_pick says where it is used).
+ * number fails with the reason instead of falling back (fk_gemm). Measured on an H100: 1.12×
+ * ws128 at 3072×12288, M = 1024, slower at the other benchmarked shapes (fk_pick_hopper says
+ * where it is used).
  * With block scales (fk_gemm_wgsk_block) the producer is a warpgroup, as in fk_gemm_wgws, and
  * a run may begin or end inside a group: it starts its group sums from zero and adds what it
  * has of the last group after its last chunk (ptxas: 12 bytes of spill at 128 rows of A). */

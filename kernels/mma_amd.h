@@ -50,10 +50,13 @@ struct MmaAmd {
 
     static __device__ __forceinline__ void mma(const AFrag &a, const BFrag &b, int j, float *c) {
         (void)j;
+        /* the operands as 8 words of two halves each, k in order */
+        const uint32_t aw[8] = {a.lo.x, a.lo.y, a.lo.z, a.lo.w, a.hi.x, a.hi.y, a.hi.z, a.hi.w};
+        const uint32_t bw[8] = {fk_e5m2x2_lo(b.w.x), fk_e5m2x2_hi(b.w.x), fk_e5m2x2_lo(b.w.y), fk_e5m2x2_hi(b.w.y),
+                                fk_e5m2x2_lo(b.w.z), fk_e5m2x2_hi(b.w.z), fk_e5m2x2_lo(b.w.w), fk_e5m2x2_hi(b.w.w)};
 #if FK_AMD
-        v8u au = {a.lo.x, a.lo.y, a.lo.z, a.lo.w, a.hi.x, a.hi.y, a.hi.z, a.hi.w};
-        v8u bu = {fk_e5m2x2_lo(b.w.x), fk_e5m2x2_hi(b.w.x), fk_e5m2x2_lo(b.w.y), fk_e5m2x2_hi(b.w.y),
-                  fk_e5m2x2_lo(b.w.z), fk_e5m2x2_hi(b.w.z), fk_e5m2x2_lo(b.w.w), fk_e5m2x2_hi(b.w.w)};
+        v8u au = {aw[0], aw[1], aw[2], aw[3], aw[4], aw[5], aw[6], aw[7]};
+        v8u bu = {bw[0], bw[1], bw[2], bw[3], bw[4], bw[5], bw[6], bw[7]};
         v8f acc = {c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]};
         acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(__builtin_bit_cast(v16h, au),
                                                          __builtin_bit_cast(v16h, bu), acc);
@@ -64,9 +67,6 @@ struct MmaAmd {
          * D[2v + l/16][l % 16], the dot product of row 2v + l/16 of A, which lane 2v + l/16
          * holds, with column l % 16 of B, this lane's own; products of two halves are exact in
          * f32 and are added in k order. */
-        const uint32_t aw[8] = {a.lo.x, a.lo.y, a.lo.z, a.lo.w, a.hi.x, a.hi.y, a.hi.z, a.hi.w};
-        const uint32_t bw[8] = {fk_e5m2x2_lo(b.w.x), fk_e5m2x2_hi(b.w.x), fk_e5m2x2_lo(b.w.y), fk_e5m2x2_hi(b.w.y),
-                                fk_e5m2x2_lo(b.w.z), fk_e5m2x2_hi(b.w.z), fk_e5m2x2_lo(b.w.w), fk_e5m2x2_hi(b.w.w)};
         const int lane = threadIdx.x & 31;
 #pragma unroll
         for (int v = 0; v < FK_WMMA_CD_VALUES; v++) {

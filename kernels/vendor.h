@@ -66,8 +66,8 @@
 /* The matrix-fragment layer the kernels are built on: NVIDIA's mma.sync and wgmma (FK_FRAG_NV)
  * or gfx11's WMMA (FK_FRAG_WMMA, mma_amd.h). FK_WMMA_EMULATED builds the gfx11 kernels for an
  * NVIDIA GPU, the WMMA instruction done with warp shuffles after the ISA's documented layout:
- * everything in them but that one instruction then runs, and is tested, on a GPU that is lent
- * here (make WMMA_EMULATED=1). */
+ * everything in them but that one instruction then runs, and is tested, on NVIDIA hardware
+ * (make WMMA_EMULATED=1). */
 #if FK_AMD || defined(FK_WMMA_EMULATED)
 #define FK_FRAG_WMMA 1
 #else

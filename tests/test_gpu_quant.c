@@ -671,6 +671,16 @@ TEST(gpu_quant_convert_device_gpu_without_gpu_fails_cleanly) {
     feather_close(r);
 }
 
+/* feather-convert --device `device` with opts of `in`, its output moved to dest afterwards: the
+ * same command and the same output name (which the file records) on both devices, as
+ * feather.command leaves the device out. Returns the exit status. */
+static int convert_on(const char *device, const char *opts, const char *in, const char *dest) {
+    char out[600];
+    snprintf(out, sizeof out, "%s", test_path("out.safetensors"));
+    return test_run("%s --json --force --device %s %s -o %s %s && mv %s %s", bin("feather-convert"), device, opts, out,
+                    in, out, dest);
+}
+
 TEST(gpu_quant_convert_cpu_and_gpu_files_identical) {
     if (!tu_gpu_or_skip("GPU converter tests")) return;
     /* (the comfy layout takes one scale per tensor) */
@@ -687,22 +697,17 @@ TEST(gpu_quant_convert_cpu_and_gpu_files_identical) {
         {"f32", "--scale absmax --layout comfy --format e4m3fn"},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        char in[600], out[600], a[600], b[600];
+        char in[600], a[600], b[600];
         snprintf(in, sizeof in, "%s", test_path(runs[i][0]));
-        snprintf(out, sizeof out, "%s", test_path("out.safetensors"));
         snprintf(a, sizeof a, "%s", test_path("cpu.safetensors"));
         snprintf(b, sizeof b, "%s", test_path("gpu.safetensors"));
         struct stat st;
         if (stat(in, &st) != 0)
             REQUIRE(test_run("%s -q --family flux --dtype %s --hidden 256 --blocks 2 -o %s", bin("feather-sample"),
                              runs[i][0], in) == 0);
-        /* the same command but for the device (which feather.command leaves out), the same
-         * output name (which it records) */
-        CHECK_EQ_U(test_run("%s --json --force --device cpu %s -o %s %s && mv %s %s", bin("feather-convert"),
-                            runs[i][1], out, in, out, a), 0);
+        CHECK_EQ_U(convert_on("cpu", runs[i][1], in, a), 0);
         CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"cpu\"");
-        CHECK_EQ_U(test_run("%s --json --force --device gpu %s -o %s %s && mv %s %s", bin("feather-convert"),
-                            runs[i][1], out, in, out, b), 0);
+        CHECK_EQ_U(convert_on("gpu", runs[i][1], in, b), 0);
         CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"gpu\"");
         int same = tu_files_equal(a, b);
         printf("    %s %s: %s\n", runs[i][0], runs[i][1], same ? "identical" : "DIFFERENT");
@@ -727,20 +732,15 @@ TEST(gpu_quant_real_files_cpu_and_gpu_identical) {
     while ((e = readdir(d))) {
         const size_t l = strlen(e->d_name);
         if (l < 12 || strcmp(e->d_name + l - 12, ".safetensors") != 0) continue;
-        char in[1200], out[600], a[600], b[600];
+        char in[1200], a[600], b[600];
         snprintf(in, sizeof in, "%s/%s", test_real_dir(), e->d_name);
-        snprintf(out, sizeof out, "%s", test_path("out.safetensors"));
         snprintf(a, sizeof a, "%s", test_path("cpu.safetensors"));
         snprintf(b, sizeof b, "%s", test_path("gpu.safetensors"));
         files++;
         for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
             remove(a);
             remove(b);
-            /* the same output name for both (the file records it), renamed after */
-            const int rc_cpu = test_run("%s -q --force --device cpu %s -o %s %s && mv %s %s", bin("feather-convert"),
-                                        runs[i], out, in, out, a);
-            const int rc_gpu = test_run("%s -q --force --device gpu %s -o %s %s && mv %s %s", bin("feather-convert"),
-                                        runs[i], out, in, out, b);
+            const int rc_cpu = convert_on("cpu", runs[i], in, a), rc_gpu = convert_on("gpu", runs[i], in, b);
             if (rc_cpu != rc_gpu)
                 test_fail(__FILE__, __LINE__, "%s %s: exit status %d on the CPU, %d on the GPU", e->d_name, runs[i],
                           rc_cpu, rc_gpu);
