@@ -1009,11 +1009,11 @@ extern "C" size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, i
     const bool automatic = variant == FK_VARIANT_AUTO;
     if (automatic) variant = fk_gemm_pick(m, n, k, kind, group);
     FkParams p = fk_params(m, n, k, nullptr, nullptr, nullptr, kind, group, nullptr, 0, nullptr);
+    const bool rs = kind == FK_SCALE_BLOCK_RS;
     size_t need = 0, need2 = 0;
-    if (fk_dispatch(variant, p, kind == FK_SCALE_BLOCK_RS, 0, &need, nullptr, 0) != hipSuccess) return 0;
+    if (fk_dispatch(variant, p, rs, 0, &need, nullptr, 0) != hipSuccess) return 0;
     const int second = automatic ? fk_second_choice(m, variant) : -1;
-    if (second >= 0 && fk_dispatch(second, p, kind == FK_SCALE_BLOCK_RS, 0, &need2, nullptr, 0) == hipSuccess &&
-        need2 > need)
+    if (second >= 0 && fk_dispatch(second, p, rs, 0, &need2, nullptr, 0) == hipSuccess && need2 > need)
         need = need2;
     return need;
 }
