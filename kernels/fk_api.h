@@ -39,6 +39,14 @@ enum {
     FK_VARIANT_COUNT
 };
 
+/* A variant's name: the enum's, lower case (bench/gemm_bench.py reads them from this enum). */
+static inline const char *fk_variant_name(int v) {
+    static const char *const names[FK_VARIANT_COUNT] = {"auto",  "skinny16", "skinny32", "tile64", "tile128",
+                                                        "tile256", "ws128",  "ws64",     "ws192",  "sk128",
+                                                        "sk64",  "ws256",    "sk256"};
+    return v >= 0 && v < FK_VARIANT_COUNT ? names[v] : "?";
+}
+
 /* 0 when a GPU is usable; desc gets "name, arch, N SMs" or the reason there is none. */
 int fk_init(char *desc, size_t len);
 const char *fk_error_string(int code);

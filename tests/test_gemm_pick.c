@@ -9,12 +9,6 @@
 
 #include <stdio.h>
 
-static const char *variant_name(int v) {
-    static const char *const names[] = {"auto",  "skinny16", "skinny32", "tile64", "tile128", "tile256", "ws128",
-                                        "ws64",  "ws192",    "sk128",    "sk64",   "ws256",   "sk256"};
-    return v >= 0 && v < (int)(sizeof names / sizeof names[0]) ? names[v] : "?";
-}
-
 TEST(gemm_pick_hopper_takes_the_measured_kernels) {
     /* M, N, K, block scales (in units of the current group, FK_SCALE_BLOCK_RS) or tensor, kernel */
     static const struct {
@@ -61,7 +55,7 @@ TEST(gemm_pick_hopper_takes_the_measured_kernels) {
         const int got = fk_pick_hopper(points[i].m, points[i].n, points[i].k, points[i].block, points[i].block, 132);
         if (got != points[i].want)
             test_fail(__FILE__, __LINE__, "M=%lld N=%lld K=%lld %s: picks %s, measured fastest %s", points[i].m,
-                      points[i].n, points[i].k, points[i].block ? "block:128" : "tensor", variant_name(got),
-                      variant_name(points[i].want));
+                      points[i].n, points[i].k, points[i].block ? "block:128" : "tensor", fk_variant_name(got),
+                      fk_variant_name(points[i].want));
     }
 }
