@@ -76,6 +76,13 @@ int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const void *q, const
             int kind, int group, const void *bias, int out_bf16, void *y, void *workspace,
             size_t workspace_bytes, int variant, void *stream);
 
+/* Launches as if a block could have at most `bytes` of shared memory (0: the device's own
+ * limit), as on a GPU with less of it than this one (tests: fk_shared_memory_floor()). */
+void fk_limit_shared_memory(size_t bytes);
+/* The least shared memory per block among the GPUs this build is for: 64 KB for gfx11, 99 KB
+ * for NVIDIA (sm_86, sm_89, sm_120). Every variant but the wgmma ones runs within it. */
+size_t fk_shared_memory_floor(void);
+
 /* The variant FK_VARIANT_AUTO chooses. */
 int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group);
 

@@ -408,6 +408,29 @@ static int fk_sm_count() {
     return n;
 }
 
+/* The shared memory a block may have here: the device's most (NVIDIA: with the opt-in), or
+ * less where fk_limit_shared_memory asked for it. A kernel that needs more is not launched:
+ * the tiled kernels then run with fewer stages, FK_VARIANT_AUTO's wgmma kernels give way to
+ * a tiled one. */
+static size_t fk_smem_test_limit;
+static size_t fk_smem_limit() {
+    static size_t dev_limit;
+    if (!dev_limit) {
+#if FK_NVIDIA
+        const cudaDeviceAttr attr = cudaDevAttrMaxSharedMemoryPerBlockOptin;
+#else
+        const hipDeviceAttribute_t attr = hipDeviceAttributeMaxSharedMemoryPerBlock;
+#endif
+        int dev = 0, v = 0;
+        if (hipGetDevice(&dev) != hipSuccess || hipDeviceGetAttribute(&v, attr, dev) != hipSuccess || v < 1)
+            v = 48 * 1024;
+        dev_limit = (size_t)v;
+    }
+    return fk_smem_test_limit && fk_smem_test_limit < dev_limit ? fk_smem_test_limit : dev_limit;
+}
+extern "C" void fk_limit_shared_memory(size_t bytes) { fk_smem_test_limit = bytes; }
+extern "C" size_t fk_shared_memory_floor(void) { return FK_SMEM_FLOOR; }
+
 /* The largest shared-memory carveout: left to itself the driver may give a kernel less shared
  * memory per multiprocessor than the occupancy calculation (and so the grid) assumed. */
 static void fk_prefer_shared(const void *kern) {
@@ -476,6 +499,7 @@ template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LAT
 static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     constexpr int BN = NJ * Mma::TN;
     constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
+    static_assert(SMEM <= FK_SMEM_FLOOR, "the warps' partial tiles fit every GPU of the build");
     auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE>;
     /* As many blocks as fit on the GPU at once (no second, mostly idle wave), but every warp
      * gets at least 2 super-steps. (No carveout preference: the L1 keeps A's rows for the
@@ -573,8 +597,10 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
  * multiprocessor instead (3 warps per scheduler, 158 registers), 1.2× faster than the 4-warp
  * blocks it used before; 96 columns in 6 warps of 255 registers measured 1.15× slower.
  * On AMD (16-column fragments) only the forms that compile without scratch memory for gfx11: 8
- * and 3 fragments, and 3 with block scales. Elsewhere 4-warp blocks, several per
- * tile where the tiles are few.
+ * and 3 fragments, and 3 with block scales; with as many warps as a workgroup's 64 KB of LDS
+ * holds partial tiles of (7 of 128 columns, 18 of 48: 59 KB each; 12 and 21–24 warps, as on
+ * NVIDIA, would take 70–101 KB, more than gfx11 gives a workgroup). Elsewhere 4-warp blocks,
+ * several per tile where the tiles are few.
  * fk_skinny16_form: the one-wave form's fragments per tile for n columns, or 0. */
 #if FK_FRAG_NV
 #define FK_SKINNY16_NJ 8 /* the 4-warp form's fragments per tile */
@@ -614,9 +640,11 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         break;
 #endif
     case 8:
-        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false>(p, st, ws_need, ws, ws_bytes);
 #if FK_FRAG_NV
+        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
+#else
+        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 7, false>(p, st, ws_need, ws, ws_bytes);
 #endif
         break;
 #if FK_FRAG_NV
@@ -629,8 +657,12 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
             if (p.K >= 18 * 256) return fk_go_skinny<Mma, 1, 3, 18, true>(p, st, ws_need, ws, ws_bytes);
             return fk_go_skinny<Mma, 1, 3, 12, true>(p, st, ws_need, ws, ws_bytes);
         }
+#if FK_FRAG_NV
         else if (p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, false>(p, st, ws_need, ws, ws_bytes);
         else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 21, false>(p, st, ws_need, ws, ws_bytes);
+#else
+        else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 18, false>(p, st, ws_need, ws, ws_bytes);
+#endif
         else return fk_go_skinny<Mma, 1, 3, 12, false>(p, st, ws_need, ws, ws_bytes);
     }
     return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
@@ -641,6 +673,14 @@ static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void
     constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
     constexpr int BM = WARPS_M * MI * 16, BN = WARPS_N * NJ * Mma::TN;
     constexpr size_t SMEM = (size_t)STAGES * FkTile<BM, BN>::STAGE_BYTES;
+    /* Where the device has less shared memory than the stages take (the 128-row tiles' 105–107
+     * KB on sm_86/89, 99 KB), one stage fewer, down to what every GPU of the build has. */
+    static_assert(SMEM <= FK_SMEM_FLOOR || STAGES > 2, "some stage count fits every GPU of the build");
+    if (SMEM > fk_smem_limit()) {
+        if constexpr (SMEM > FK_SMEM_FLOOR)
+            return fk_go_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES - 1, MINB, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return hipErrorNotSupported;
+    }
     auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK>;
     static bool attr_set;
     static int occ;
@@ -755,7 +795,7 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
         return hipSuccess;
     }
     CUtensorMap ta, tw;
-    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorNotSupported;
+    if (Tile::SMEM > fk_smem_limit() || !fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorNotSupported;
     auto kern = [] {
         if constexpr (NWG == 3) return fk_gemm_wgws3<BNA, STAGES, BLOCK>;
         else return fk_gemm_wgws<BNA, STAGES, BLOCK>;
@@ -815,7 +855,7 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     p.part = need ? (float *)((unsigned char *)ws + FK_COUNTER_BYTES) : nullptr;
     /* as fk_go_wgws: hipErrorNotSupported before any launch where this kernel cannot run */
     CUtensorMap ta, tw;
-    if (!fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorNotSupported;
+    if (Tile::SMEM > fk_smem_limit() || !fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorNotSupported;
     constexpr size_t SMEM = Tile::SMEM;
     auto kern = [] {
         if constexpr (BLOCK) return fk_gemm_wgsk_block<BNA, STAGES>;

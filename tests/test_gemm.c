@@ -521,28 +521,20 @@ TEST(gemm_gpu_back_to_back_chain) {
 #endif
 }
 
-/* Every kernel variant, not only those the library picks, through the kernels' entry point on
- * ragged shapes (partial tiles in M and N, K not a whole number of 64-k chunks) with channel
- * scales and bias, and block scales where K allows, half of them into an output that is not
- * 16-byte aligned: against the fp64 reference. A variant
+#ifdef FEATHER_GPU
+/* Variants first…last (FK_VARIANT_AUTO is 0) through the kernels' entry point, on each shape
+ * {M, N, K} with channel scales and bias, and block scales (64 and 128) where K allows, half of
+ * them into an output that is not 16-byte aligned: against the fp64 reference. A variant
  * answers "invalid value" only where it cannot apply (the skinny kernels above their M, the
- * Hopper kernels elsewhere than compute capability 9.0); anywhere else that is a failure. */
-TEST(gemm_gpu_every_variant) {
-#ifndef FEATHER_GPU
-    test_skip("*** GPU variant tests NOT RUN: built without a GPU backend ***");
-#else
-    char desc[256];
-    if (!tu_gpu_or_skip("GPU variant tests")) return;
-    (void)feather_gpu_available(desc, sizeof desc);
+ * Hopper kernels elsewhere than compute capability 9.0); anywhere else that is a failure.
+ * Adds to *ran and returns the failures. */
+static int variant_runs(feather_ctx *ctx, const char *desc, const uint64_t (*shapes)[3], size_t nshapes, int first,
+                        int last, int *ran) {
     const int hopper = tu_gpu_hopper(0);
-    seed_once();
-    feather_ctx *ctx = feather_ctx_new(0);
-    REQUIRE(ctx);
-    static const uint64_t shapes[][3] = {{1, 1000, 512}, {16, 1000, 1008}, {300, 1000, 576}, {1000, 520, 1024}};
     /* block:128 as well as 64: split tiles of the stream-K variants then begin and end inside groups */
     static const mode_case modes[] = {{FEATHER_SCALE_CHANNEL, 0}, {FEATHER_SCALE_BLOCK, 64}, {FEATHER_SCALE_BLOCK, 128}};
-    int ran = 0, failed = 0;
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+    int failed = 0;
+    for (size_t si = 0; si < nshapes; si++)
         for (size_t c = 0; c < sizeof modes / sizeof modes[0]; c++) {
             const uint64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
             const int block = modes[c].mode == FEATHER_SCALE_BLOCK, g = (int)modes[c].group;
@@ -555,14 +547,15 @@ TEST(gemm_gpu_every_variant) {
                      fk_malloc(&dy, m * n * 2 + 16) || fk_to_device(da, p.a, m * k * 2) || fk_to_device(dq, p.packed, n * k) ||
                      fk_to_device(ds, p.scales, ss) || fk_to_device(db, p.bias, n * 2);
             CHECK(rc == 0);
-            for (int v = 1; v < FK_VARIANT_COUNT && !rc; v++) {
+            for (int v = first; v <= last && !rc; v++) {
                 /* block:128 as checked scales (FK_SCALE_BLOCK_RS: ws192 keeps its sum in units of
                  * the current group's scale), block:64 as plain ones */
                 const int kind = !block ? FK_SCALE_CHANNEL : g == 128 ? FK_SCALE_BLOCK_RS : FK_SCALE_BLOCK;
-                const int applies = v == FK_VARIANT_SKINNY16 ? m <= 16
+                const int applies = v == FK_VARIANT_AUTO       ? 1
+                                    : v == FK_VARIANT_SKINNY16 ? m <= 16
                                     : v == FK_VARIANT_SKINNY32 ? m <= 32
-                                    : v <= FK_VARIANT_TILE256 ? 1
-                                    : hopper;
+                                    : v <= FK_VARIANT_TILE256  ? 1
+                                                               : hopper;
                 const size_t wsb = fk_gemm_workspace((int64_t)m, (int64_t)n, (int64_t)k, kind, g, v) + 16;
                 void *dws = NULL;
                 /* every other shape writes a Y that is 4-byte (the kernels store pairs of columns)
@@ -590,7 +583,7 @@ TEST(gemm_gpu_every_variant) {
                     failed++;
                     continue;
                 }
-                ran++;
+                (*ran)++;
                 const double e = rel_error(&p), tol = tolerance(p.args.out_bf16);
                 if (!(e <= tol)) {
                     test_fail(__FILE__, __LINE__, "variant %d M=%llu N=%llu K=%llu %s %s +bias: relative error %.3g > %.1g", v,
@@ -606,7 +599,70 @@ TEST(gemm_gpu_every_variant) {
             fk_free(dy);
             problem_free(&p);
         }
+    return failed;
+}
+#endif
+
+/* Every kernel variant, not only those the library picks, on ragged shapes (partial tiles in M
+ * and N, K not a whole number of 64-k chunks). */
+TEST(gemm_gpu_every_variant) {
+#ifndef FEATHER_GPU
+    test_skip("*** GPU variant tests NOT RUN: built without a GPU backend ***");
+#else
+    char desc[256];
+    if (!tu_gpu_or_skip("GPU variant tests")) return;
+    (void)feather_gpu_available(desc, sizeof desc);
+    seed_once();
+    feather_ctx *ctx = feather_ctx_new(0);
+    REQUIRE(ctx);
+    static const uint64_t shapes[][3] = {{1, 1000, 512}, {16, 1000, 1008}, {300, 1000, 576}, {1000, 520, 1024}};
+    int ran = 0;
+    const int failed = variant_runs(ctx, desc, shapes, sizeof shapes / sizeof shapes[0], 1, FK_VARIANT_COUNT - 1, &ran);
     printf("    %d variant runs on %s, %d failed\n", ran, desc, failed);
+    feather_gpu_release();
+    feather_ctx_free(ctx);
+#endif
+}
+
+/* As on a GPU with the least shared memory per block of those the build is for
+ * (fk_shared_memory_floor: gfx11's 64 KB, the 99 KB of NVIDIA's sm_86, sm_89 and sm_120): the
+ * library's pick and every variant but the wgmma ones still run, the tiled kernels with fewer
+ * stages where theirs do not fit, and on Hopper the pick's wgmma kernel gives way to a tiled
+ * one. The shapes include those that take the skinny kernel's one-wave forms on 119–132
+ * multiprocessors with either fragment layer (N = 3072, 8192 and 12288 with NVIDIA's 8-column
+ * fragments; 6144 and 16384 with gfx11's 16-column ones, here in the WMMA-emulated build). */
+TEST(gemm_gpu_within_the_least_shared_memory) {
+#ifndef FEATHER_GPU
+    test_skip("*** GPU shared-memory limit tests NOT RUN: built without a GPU backend ***");
+#else
+    char desc[256];
+    if (!tu_gpu_or_skip("GPU shared-memory limit tests")) return;
+    (void)feather_gpu_available(desc, sizeof desc);
+    seed_once();
+    feather_ctx *ctx = feather_ctx_new(0);
+    REQUIRE(ctx);
+    static const uint64_t shapes[][3] = {{16, 3072, 4096}, {1, 8192, 512},    {16, 12288, 256}, {16, 6144, 4096},
+                                         {1, 16384, 256},  {300, 1000, 576}, {1000, 520, 1024}};
+    const size_t floor_bytes = fk_shared_memory_floor();
+    fk_limit_shared_memory(floor_bytes);
+    if (tu_gpu_hopper(0)) {
+        /* the pick at M = 1000 is a wgmma kernel, which cannot run within the floor */
+        const int v = fk_gemm_pick(1000, 520, 1024, FK_SCALE_CHANNEL, 0);
+        const size_t wsb = fk_gemm_workspace(1000, 520, 1024, FK_SCALE_CHANNEL, 0, v);
+        void *dws = NULL;
+        CHECK(v >= FK_VARIANT_WS128);
+        REQUIRE(fk_malloc(&dws, wsb) == 0 && fk_memset(dws, 0, wsb) == 0);
+        /* refused before anything is launched (which is why no operands are needed) */
+        const int r = fk_gemm(1000, 520, 1024, NULL, NULL, NULL, FK_SCALE_CHANNEL, 0, NULL, 0, NULL, dws, wsb, v, NULL);
+        CHECK(r != 0 && strstr(fk_error_string(r), "not supported"));
+        fk_free(dws);
+    }
+    int ran = 0;
+    const int failed = variant_runs(ctx, desc, shapes, sizeof shapes / sizeof shapes[0], FK_VARIANT_AUTO,
+                                    FK_VARIANT_TILE256, &ran);
+    fk_limit_shared_memory(0);
+    printf("    %d runs within %zu KB of shared memory per block on %s, %d failed\n", ran, floor_bytes / 1024, desc,
+           failed);
     feather_gpu_release();
     feather_ctx_free(ctx);
 #endif
