@@ -61,7 +61,8 @@ GPU_CC     := $(NVCC) -x cu -std=c++17 -O3 -fmad=false --threads 0 $(CUDA_ARCHS)
               $(if $(WMMA_EMULATED),-DFK_WMMA_EMULATED)
 GPU_LIBS   := -L$(CUDA_PATH)/lib64 -lcudart -lstdc++
 else ifeq ($(GPU_KIND),hip)
-GPU_CC     := $(HIPCC) -x hip -std=c++17 -O3 -ffp-contract=off -fPIC $(HIP_ARCHS:%=--offload-arch=%)
+GPU_CC     := $(HIPCC) -x hip -std=c++17 -O3 -ffp-contract=off -fPIC $(HIP_ARCHS:%=--offload-arch=%) \
+              -DFK_HIP_ARCHS='"$(strip $(HIP_ARCHS))"'
 GPU_LIBS   := -L$(ROCM_PATH)/lib -lamdhip64 -lstdc++
 else ifneq ($(GPU_KIND),none)
 $(error GPU=$(GPU): expected auto, hip, cuda or none)

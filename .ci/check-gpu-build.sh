@@ -1,11 +1,11 @@
 #!/bin/sh
 # Compiles every kernel source for the GPUs the project targets and checks the matrix
-# instructions are there: AMD gfx1100 (RDNA3) and gfx1151 (RDNA3.5) with clang-19 (device code
-# only: no ROCm needed, the HIP headers of libamdhip64-dev suffice) must contain v_wmma and
-# v_perm_b32 and spill nothing to scratch memory; with nvcc present, the PTX for sm_80, sm_90
-# and sm_90a must contain mma.sync m16n8k16 and prmt, and sm_90a's also wgmma, and the gfx11
-# kernels built for sm_80 with WMMA emulated (FK_WMMA_EMULATED, which the device machine runs)
-# must hold shuffles and no NVIDIA matrix instruction. The quantiser's
+# instructions are there: AMD gfx1100 (RDNA3) and gfx1151 (RDNA3.5) with clang-19 (no ROCm
+# needed, the HIP headers of libamdhip64-dev suffice) must contain v_wmma and v_perm_b32 and
+# spill nothing to scratch memory, and the AMD host code must compile; with nvcc present, the
+# PTX for sm_80, sm_90 and sm_90a must contain mma.sync m16n8k16 and prmt, and sm_90a's also
+# wgmma, and the gfx11 kernels built for sm_80 with WMMA emulated (FK_WMMA_EMULATED, which the
+# device machine runs) must hold shuffles and no NVIDIA matrix instruction. The quantiser's
 # kernels must keep subnormals and, in PTX, contain no fused float operations. Runs the
 # compilers in parallel.
 set -u
@@ -31,6 +31,15 @@ for arch in gfx1100 gfx1151; do
         pids="$pids $!"
     done
 done
+# The host side of the AMD build (launches, runtime calls, the vendor header's names), which
+# nothing else here compiles: checked by the front end alone.
+for src in kernels/*.hip; do
+    out="$tmp/$(basename "$src" .hip)-host.log"
+    ( "$CLANG" -x hip -std=c++17 --offload-arch=gfx1100 -nogpulib --cuda-host-only -O3 -ffp-contract=off \
+          -DFK_HIP_ARCHS='"gfx1100 gfx1151"' -Wall -Wextra -Werror -fsyntax-only "$src" >"$out" 2>&1 \
+          || { echo "FAIL $src, AMD host code:"; cat "$out"; exit 1; } ) &
+    pids="$pids $!"
+done
 # NVIDIA: PTX for compute_80, compute_90 and compute_90a (the front end, where the sources
 # could break); a GPU=cuda build of the library runs ptxas on the same code.
 if [ -n "$NVCC" ] && command -v "$NVCC" >/dev/null 2>&1; then
@@ -54,6 +63,7 @@ fi
 for p in $pids; do wait "$p" || fail=1; done
 [ $fail = 0 ] || exit 1
 
+echo "ok   host code for AMD: $(ls kernels/*.hip | wc -l) sources"
 for arch in gfx1100 gfx1151; do
     n=$(grep -c 'v_wmma_f32_16x16x16_f16' "$tmp/gemm-$arch.s")
     p=$(grep -c 'v_perm_b32' "$tmp/gemm-$arch.s")

@@ -62,7 +62,14 @@ extern "C" int fk_init(char *desc, size_t len) {
     if (e != hipSuccess) {
         char name[200];
         snprintf(name, sizeof name, "%s", desc);
+#if FK_AMD && defined(FK_HIP_ARCHS)
+        /* another gfx11 chip than the build's (RX 7600–7800: gfx1101–1102, Phoenix: gfx1103) */
+        const int arch_len = (int)strcspn(prop.gcnArchName, ":");
+        snprintf(desc, len, "%s cannot run the kernels (%s): they are built for %s; rebuild with "
+                 "make GPU=hip HIP_ARCHS=%.*s", name, hipGetErrorString(e), FK_HIP_ARCHS, arch_len, prop.gcnArchName);
+#else
         snprintf(desc, len, "%s cannot run the kernels (%s)", name, hipGetErrorString(e));
+#endif
         return (int)e;
     }
     return 0;
