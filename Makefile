@@ -68,8 +68,8 @@ else ifneq ($(GPU_KIND),none)
 $(error GPU=$(GPU): expected auto, hip, cuda or none)
 endif
 ifneq ($(GPU_KIND),none)
-ifeq ($(GPU_CC),)
-$(error GPU=$(GPU_KIND): no compiler found (set NVCC= or HIPCC=))
+ifeq ($(if $(filter cuda,$(GPU_KIND)),$(NVCC),$(HIPCC)),)
+$(error GPU=$(GPU_KIND): no $(if $(filter cuda,$(GPU_KIND)),nvcc (set NVCC=),HIP compiler under $(ROCM_PATH)/bin (set HIPCC= or ROCM_PATH=)))
 endif
 override CPPFLAGS += -DFEATHER_GPU=1
 LIB_OBJ  += $(GPU_OBJ)
