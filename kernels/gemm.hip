@@ -1051,11 +1051,12 @@ extern "C" size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, i
     FkParams p = fk_params(m, n, k, nullptr, nullptr, nullptr, kind, group, nullptr, 0, nullptr);
     const bool rs = kind == FK_SCALE_BLOCK_RS;
     size_t need = 0, need2 = 0;
-    if (fk_dispatch(variant, p, rs, 0, &need, nullptr, 0) != hipSuccess) return 0;
+    const bool first = fk_dispatch(variant, p, rs, 0, &need, nullptr, 0) == hipSuccess;
     const int second = automatic ? fk_second_choice(m, variant) : -1;
-    if (second >= 0 && fk_dispatch(second, p, rs, 0, &need2, nullptr, 0) == hipSuccess && need2 > need)
-        need = need2;
-    return need;
+    const bool other = second >= 0 && fk_dispatch(second, p, rs, 0, &need2, nullptr, 0) == hipSuccess;
+    if (!first) need = 0;
+    if (!other) need2 = 0;
+    return need > need2 ? need : need2; /* either may be the one that runs */
 }
 
 extern "C" int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const void *q, const float *scales,
