@@ -79,7 +79,7 @@ int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const void *q, const
 /* Launches as if a block could have at most `bytes` of shared memory (0: the device's own
  * limit), as on a GPU with less of it than this one (tests: fk_shared_memory_floor()). */
 void fk_limit_shared_memory(size_t bytes);
-/* The least shared memory per block among the GPUs this build is for: 64 KB for gfx11, 99 KB
+/* The least shared memory per block among the GPUs this build is for: 64 KiB for gfx11, 99 KiB
  * for NVIDIA (sm_86, sm_89, sm_120). Every variant but the wgmma ones runs within it. */
 size_t fk_shared_memory_floor(void);
 

@@ -597,9 +597,9 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
  * multiprocessor instead (3 warps per scheduler, 158 registers), 1.2× faster than the 4-warp
  * blocks it used before; 96 columns in 6 warps of 255 registers measured 1.15× slower.
  * On AMD (16-column fragments) only the forms that compile without scratch memory for gfx11: 8
- * and 3 fragments, and 3 with block scales; with as many warps as a workgroup's 64 KB of LDS
- * holds partial tiles of (7 of 128 columns, 18 of 48: 59 KB each; 12 and 21–24 warps, as on
- * NVIDIA, would take 70–101 KB, more than gfx11 gives a workgroup). Elsewhere 4-warp blocks,
+ * and 3 fragments, and 3 with block scales; with as many warps as a workgroup's 64 KiB of LDS
+ * holds partial tiles of (7 of 128 columns, 18 of 48: 58 KiB each; 12 and 21–24 warps, as on
+ * NVIDIA, would take 68–99 KiB, more than gfx11 gives a workgroup). Elsewhere 4-warp blocks,
  * several per tile where the tiles are few.
  * fk_skinny16_form: the one-wave form's fragments per tile for n columns, or 0. */
 #if FK_FRAG_NV
@@ -673,8 +673,8 @@ static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void
     constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
     constexpr int BM = WARPS_M * MI * 16, BN = WARPS_N * NJ * Mma::TN;
     constexpr size_t SMEM = (size_t)STAGES * FkTile<BM, BN>::STAGE_BYTES;
-    /* Where the device has less shared memory than the stages take (the 128-row tiles' 105–107
-     * KB on sm_86/89, 99 KB), one stage fewer, down to what every GPU of the build has. */
+    /* Where the device has less shared memory than the stages take (the 128-row tiles' 102–105
+     * KiB on sm_86/89/120, 99 KiB), one stage fewer, down to what every GPU of the build has. */
     static_assert(SMEM <= FK_SMEM_FLOOR || STAGES > 2, "some stage count fits every GPU of the build");
     if (SMEM > fk_smem_limit()) {
         if constexpr (SMEM > FK_SMEM_FLOOR)

@@ -75,8 +75,8 @@
 #endif
 
 /* The least shared memory a block may use on the GPUs a build is for: a gfx11 workgroup
- * addresses 64 KB of LDS; NVIDIA's sm_86, sm_89 and sm_120 allow 99 KB per block (sm_80 163 KB,
- * sm_90 227 KB). Every skinny kernel fits it; a tiled kernel above it also exists with fewer
+ * addresses 64 KiB of LDS; NVIDIA's sm_86, sm_89 and sm_120 allow 99 KiB per block (sm_80 163
+ * KiB, sm_90 227 KiB). Every skinny kernel fits it; a tiled kernel above it also exists with fewer
  * stages, for GPUs that have less than it needs (gemm.hip, fk_smem_limit). */
 #if FK_FRAG_WMMA
 #define FK_SMEM_FLOOR (64 * 1024)

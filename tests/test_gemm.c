@@ -625,7 +625,7 @@ TEST(gemm_gpu_every_variant) {
 }
 
 /* As on a GPU with the least shared memory per block of those the build is for
- * (fk_shared_memory_floor: gfx11's 64 KB, the 99 KB of NVIDIA's sm_86, sm_89 and sm_120): the
+ * (fk_shared_memory_floor: gfx11's 64 KiB, the 99 KiB of NVIDIA's sm_86, sm_89 and sm_120): the
  * library's pick and every variant but the wgmma ones still run, the tiled kernels with fewer
  * stages where theirs do not fit, and on Hopper the pick's wgmma kernel gives way to a tiled
  * one. The shapes include those that take the skinny kernel's one-wave forms on 119–132
@@ -664,7 +664,7 @@ TEST(gemm_gpu_within_the_least_shared_memory) {
     const int failed = variant_runs(ctx, desc, shapes, sizeof shapes / sizeof shapes[0], FK_VARIANT_AUTO,
                                     FK_VARIANT_TILE256, &ran);
     fk_limit_shared_memory(0);
-    printf("    %d runs within %zu KB of shared memory per block on %s, %d failed\n", ran, floor_bytes / 1024, desc,
+    printf("    %d runs within %zu KiB of shared memory per block on %s, %d failed\n", ran, floor_bytes / 1024, desc,
            failed);
     feather_gpu_release();
     feather_ctx_free(ctx);
