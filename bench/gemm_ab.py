@@ -7,9 +7,17 @@ Variant 0 is each build's own pick; a variant a build does not have is left out 
 
     python3 bench/gemm_ab.py NAME=path/libfeather_kernels.so NAME=... [--variants 0,1,2]
         [--ms 1,16] [--mode tensor|channel|block:G] [--shapes NxK,NxK,...]
+
+NAME=path@KIB times that build as on a GPU with at most KIB KiB of shared memory per block
+(fk_limit_shared_memory), through a private copy of the library, so that a build can be timed
+beside itself: e.g. full=lib.so sm86=lib.so@99.
 """
 import argparse
+import ctypes
+import os
+import shutil
 import sys
+import tempfile
 
 import torch
 
@@ -17,6 +25,21 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import gemm_bench as gb  # noqa: E402
 
 SHAPES = ((3072, 3072), (12288, 3072), (3072, 12288), (8192, 8192))
+
+
+def load_build(spec):
+    """NAME=PATH or NAME=PATH@KIB (see the module's text): (NAME, the loaded library)."""
+    name, path = spec.split("=", 1)
+    path, _, kib = path.partition("@")
+    if kib:
+        copy = os.path.join(tempfile.mkdtemp(), os.path.basename(path))
+        shutil.copy(path, copy)
+        path = copy
+    lib = gb.load(path)
+    if kib:
+        lib.fk_limit_shared_memory.argtypes = [ctypes.c_size_t]
+        lib.fk_limit_shared_memory(int(kib) * 1024)
+    return name, lib
 
 
 def has_variant(lib, v, p, ws):
@@ -29,7 +52,7 @@ def has_variant(lib, v, p, ws):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("libs", nargs="+", help="NAME=path of a libfeather_kernels.so")
+    ap.add_argument("libs", nargs="+", help="NAME=path of a libfeather_kernels.so[@KiB of shared memory]")
     ap.add_argument("--variants", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ms", default="1,16", help="rows of A")
@@ -37,7 +60,7 @@ def main():
     ap.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES), help="N x K of the weights")
     args = ap.parse_args()
     shapes = [tuple(int(x) for x in sh.split("x")) for sh in args.shapes.split(",")]
-    libs = [(a.split("=", 1)[0], gb.load(a.split("=", 1)[1])) for a in args.libs]
+    libs = [load_build(a) for a in args.libs]
     variants = [int(v) for v in args.variants.split(",")]
     ms = [int(m) for m in args.ms.split(",")]
     mode, group = (args.mode.split(":") + ["0"])[:2]
