@@ -668,6 +668,24 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
     return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
 }
 
+/* A tiled kernel's blocks per multiprocessor with its shared memory, found once (0: the
+ * runtime refused that much shared memory). */
+template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
+static int fk_tiled_occ() {
+    constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
+    constexpr size_t SMEM = (size_t)STAGES * FkTile<WARPS_M * MI * 16, WARPS_N * NJ * Mma::TN>::STAGE_BYTES;
+    static int occ = -1;
+    if (occ < 0) {
+        auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK>;
+        occ = 0;
+        if (hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == hipSuccess) {
+            fk_prefer_shared((const void *)kern);
+            if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, NTHREADS, SMEM) != hipSuccess || occ < 1) occ = 1;
+        }
+    }
+    return occ;
+}
+
 template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
 static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
@@ -682,15 +700,8 @@ static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void
         else return hipErrorNotSupported;
     }
     auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK>;
-    static bool attr_set;
-    static int occ;
-    if (!attr_set) {
-        hipError_t e = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
-        if (e != hipSuccess) return e;
-        fk_prefer_shared((const void *)kern);
-        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, NTHREADS, SMEM) != hipSuccess || occ < 1) occ = 1;
-        attr_set = true;
-    }
+    const int occ = fk_tiled_occ<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK>();
+    if (!occ) return hipErrorNotSupported;
     /* Too few tiles to fill the GPU (small M and N): split K over blocks, as long as the
      * partial sums (written and read once) stay below the weight's own traffic. */
     const long long tiles = (long long)((p.N + BN - 1) / BN) * ((p.M + BM - 1) / BM);
@@ -974,7 +985,19 @@ static hipError_t fk_dispatch(int variant, FkParams &p, bool rescale, hipStream_
 static int fk_scale_base(int kind) { return kind == FK_SCALE_BLOCK_RS ? FK_SCALE_BLOCK : kind; }
 
 /* Above M = 32 where no wgmma kernel is picked, or one cannot run (fk_go_wgws). */
-static int fk_pick_tiled(int64_t m) { return m <= 128 ? FK_VARIANT_TILE64 : FK_VARIANT_TILE128; }
+static int fk_pick_tiled(int64_t m, bool block) {
+#if FK_FRAG_NV
+    /* Block scales: 64-row tiles wherever two of their blocks fit a multiprocessor (H100, A100;
+     * their 8 warps then hold as many outputs as one block of 128-row tiles, 16 warps): on the
+     * H100, block:128, they were the fastest tiles at all 29 points measured from M = 64 to
+     * 4096, by 1.02–1.91× over the 128-row ones above M = 128 (3072×12288 M = 1024 649.5 →
+     * 470.0 µs back to back). */
+    if (block && fk_tiled_occ<MmaNv<4>, 2, 4, 2, 4, 4, 2, true>() >= 2) return FK_VARIANT_TILE64;
+#else
+    (void)block;
+#endif
+    return m <= 128 ? FK_VARIANT_TILE64 : FK_VARIANT_TILE128;
+}
 
 extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group) {
     const bool rescale = kind == FK_SCALE_BLOCK_RS;
@@ -1005,7 +1028,7 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
 #else
     (void)kind; (void)group; (void)rescale;
 #endif
-    return fk_pick_tiled(m);
+    return fk_pick_tiled(m, kind == FK_SCALE_BLOCK);
 }
 
 static bool fk_shape_ok(int64_t m, int64_t n, int64_t k, int kind, int group) {
@@ -1042,7 +1065,9 @@ static FkParams fk_params(int64_t m, int64_t n, int64_t k, const void *a, const 
 /* FK_VARIANT_AUTO runs the pick, or where that is a wgmma kernel that cannot run here (no
  * tensor map, registers or shared memory refused: hipErrorNotSupported before any launch) the
  * tiled kernel for M (-1: no second choice). */
-static int fk_second_choice(int64_t m, int picked) { return picked >= FK_VARIANT_WS128 ? fk_pick_tiled(m) : -1; }
+static int fk_second_choice(int64_t m, int kind, int picked) {
+    return picked >= FK_VARIANT_WS128 ? fk_pick_tiled(m, fk_scale_base(kind) == FK_SCALE_BLOCK) : -1;
+}
 
 extern "C" size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, int group, int variant) {
     if (!fk_shape_ok(m, n, k, kind, group)) return 0;
@@ -1052,7 +1077,7 @@ extern "C" size_t fk_gemm_workspace(int64_t m, int64_t n, int64_t k, int kind, i
     const bool rs = kind == FK_SCALE_BLOCK_RS;
     size_t need = 0, need2 = 0;
     const bool first = fk_dispatch(variant, p, rs, 0, &need, nullptr, 0) == hipSuccess;
-    const int second = automatic ? fk_second_choice(m, variant) : -1;
+    const int second = automatic ? fk_second_choice(m, kind, variant) : -1;
     const bool other = second >= 0 && fk_dispatch(second, p, rs, 0, &need2, nullptr, 0) == hipSuccess;
     if (!first) need = 0;
     if (!other) need2 = 0;
@@ -1072,7 +1097,7 @@ extern "C" int fk_gemm(int64_t m, int64_t n, int64_t k, const void *a, const voi
     FkParams p = fk_params(m, n, k, a, q, scales, kind, group, bias, out_bf16, y);
     const bool rs = kind == FK_SCALE_BLOCK_RS;
     hipError_t e = fk_dispatch(variant, p, rs, (hipStream_t)stream, nullptr, workspace, workspace_bytes);
-    const int second = automatic ? fk_second_choice(m, variant) : -1;
+    const int second = automatic ? fk_second_choice(m, kind, variant) : -1;
     if (e == hipErrorNotSupported && second >= 0) {
         p = fk_params(m, n, k, a, q, scales, kind, group, bias, out_bf16, y);
         e = fk_dispatch(second, p, rs, (hipStream_t)stream, nullptr, workspace, workspace_bytes);
