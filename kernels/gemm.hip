@@ -987,12 +987,17 @@ static int fk_scale_base(int kind) { return kind == FK_SCALE_BLOCK_RS ? FK_SCALE
 /* Above M = 32 where no wgmma kernel is picked, or one cannot run (fk_go_wgws). */
 static int fk_pick_tiled(int64_t m, bool block) {
 #if FK_FRAG_NV
-    /* Block scales: 64-row tiles wherever two of their blocks fit a multiprocessor (H100, A100;
-     * their 8 warps then hold as many outputs as one block of 128-row tiles, 16 warps): on the
-     * H100, block:128, they were the fastest tiles at all 29 points measured from M = 64 to
-     * 4096, by 1.02–1.91× over the 128-row ones above M = 128 (3072×12288 M = 1024 649.5 →
-     * 470.0 µs back to back). */
-    if (block && fk_tiled_occ<MmaNv<4>, 2, 4, 2, 4, 4, 2, true>() >= 2) return FK_VARIANT_TILE64;
+    /* Where two blocks of 64-row tiles fit a multiprocessor (H100, A100; they then hold at least
+     * as many outputs as the 128-row tiles' blocks), the 64-row tiles: with block scales at
+     * every M (H100, block:128: the fastest tiles at all 29 points measured from M = 64 to 4096,
+     * by 1.02–1.91× over the 128-row ones above M = 128, e.g. 3072×12288 M = 1024 649.5 →
+     * 470.0 µs back to back), with tensor scales up to M = 384 (11 of 12 points at M = 192–384,
+     * 1.08–1.56×, e.g. 3072² M = 256 59.8 → 40.9; one 3 % slower; at M = 448 and 512 the
+     * 128-row tiles won 6 of 8 points, by 3–8 %). Elsewhere (sm_86/89: one block fits) as
+     * before, unmeasured. */
+    const bool two = block ? fk_tiled_occ<MmaNv<4>, 2, 4, 2, 4, 4, 2, true>() >= 2
+                           : fk_tiled_occ<MmaNv<4>, 1, 4, 4, 4, 4, 3, false>() >= 2;
+    if (two) return block || m <= 384 ? FK_VARIANT_TILE64 : FK_VARIANT_TILE128;
 #else
     (void)block;
 #endif
