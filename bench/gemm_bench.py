@@ -28,8 +28,9 @@ import torch.nn.functional as F
 # the kernel variants of kernels/fk_api.h by number (FK_VARIANT_SKINNY16 = 1 is "skinny16"), auto left out
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "fk_api.h")) as _f:
     VARIANTS = {int(v): name.lower() for name, v in re.findall(r"\bFK_VARIANT_(\w+) = (\d+)", _f.read()) if v != "0"}
+BY_NAME = {name: v for v, name in VARIANTS.items()}
 MAX_M = {1: 16, 2: 32}                          # skinny variants: largest M
-HOPPER = tuple(v for v in VARIANTS if v >= {n: v for v, n in VARIANTS.items()}["ws128"])  # wgmma: ws128 and after
+HOPPER = tuple(v for v in VARIANTS if v >= BY_NAME["ws128"])  # the wgmma kernels: ws128 and after
 MIN_M = {v: 64 for v in HOPPER}                 # Hopper variants: from these M here
 KIND = {"none": 0, "tensor": 1, "channel": 2, "block": 3}
 BLOCK_RS = 4  # block scales checked as feather_gemm checks them (normal, within [2^-126, 2^126] and 2^40 of each other)

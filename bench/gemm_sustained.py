@@ -36,8 +36,7 @@ def main():
     args = ap.parse_args()
     dev = torch.device("cuda")
     lib = gb.load(args.lib)
-    by_name = {v: k for k, v in gb.VARIANTS.items()}
-    extra = [by_name[v] for v in args.variants.split(",") if v]
+    extra = [gb.BY_NAME[v] for v in args.variants.split(",") if v]
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     ws = torch.zeros(64 << 20, dtype=torch.uint8, device=dev)
     print(f"# {torch.cuda.get_device_properties(dev).name}; per call µs, medians of replays in turns")

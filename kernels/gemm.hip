@@ -886,6 +886,14 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
 }
 #endif
 
+#if FK_FRAG_NV
+/* NVIDIA's 64-row tiles (FK_VARIANT_TILE64) by scale kind: warps along M and N, fragments MI and
+ * NJ, stages, blocks per multiprocessor. fk_go launches them, fk_pick_tiled asks how many of
+ * their blocks fit a multiprocessor. */
+#define FK_TILE64_NV_BLOCK 2, 4, 2, 4, 4, 2
+#define FK_TILE64_NV_TENSOR 1, 4, 4, 4, 4, 3
+#endif
+
 /* One variant × one scale kind/P: the kernel configurations. */
 template <class Mma, bool BLOCK>
 static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, size_t *ws_need, void *ws,
@@ -897,8 +905,8 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
     case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny32<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64:
-        if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 4, 2, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        else return fk_go_tiled<Mma, 1, 4, 4, 4, 4, 3, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (BLOCK) return fk_go_tiled<Mma, FK_TILE64_NV_BLOCK, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_tiled<Mma, FK_TILE64_NV_TENSOR, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
         if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_tiled<Mma, 2, 4, 4, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
@@ -995,8 +1003,8 @@ static int fk_pick_tiled(int64_t m, bool block) {
      * 1.08–1.56×, e.g. 3072² M = 256 59.8 → 40.9; one 3 % slower; at M = 448 and 512 the
      * 128-row tiles won 6 of 8 points, by 3–8 %). Elsewhere (sm_86/89: one block fits) as
      * before, unmeasured. */
-    const bool two = block ? fk_tiled_occ<MmaNv<4>, 2, 4, 2, 4, 4, 2, true>() >= 2
-                           : fk_tiled_occ<MmaNv<4>, 1, 4, 4, 4, 4, 3, false>() >= 2;
+    const bool two = block ? fk_tiled_occ<MmaNv<4>, FK_TILE64_NV_BLOCK, true>() >= 2
+                           : fk_tiled_occ<MmaNv<4>, FK_TILE64_NV_TENSOR, false>() >= 2;
     if (two) return block || m <= 384 ? FK_VARIANT_TILE64 : FK_VARIANT_TILE128;
 #else
     (void)block;
