@@ -697,6 +697,37 @@ TEST(writer_directory_errors) {
     CHECK(feather_writer_open(&w, sub, &ow, &err) == FEATHER_E_ARG);
 }
 
+/* Runs fn(arg, &err) in a forked child, which exits with fn's result (3 where it could not set
+ * itself up); *status gets its wait status (-1 where it did not run), msg the message err held. */
+static void in_child(int (*fn)(const char *arg, feather_error *err), const char *arg, char msg[FEATHER_ERROR_MAX + 1],
+                     int *status) {
+    *status = -1;
+    msg[0] = 0;
+    int pfd[2];
+    REQUIRE(pipe(pfd) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        feather_error err = {0};
+        const int rc = fn(arg, &err);
+        if (write(pfd[1], err.message, strlen(err.message)) < 0) _exit(4);
+        _exit(rc);
+    }
+    close(pfd[1]);
+    ssize_t n = read(pfd[0], msg, FEATHER_ERROR_MAX);
+    msg[n > 0 ? n : 0] = 0;
+    close(pfd[0]);
+    waitpid(pid, status, 0);
+}
+
+/* As nobody where root: 0 where opening path fails with FEATHER_E_IO. */
+static int open_unprivileged(const char *path, feather_error *err) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) return 3;
+    feather_writer *w;
+    return feather_writer_open(&w, path, NULL, err) == FEATHER_E_IO ? 0 : 1;
+}
+
 /* Permission denied needs a user the directory's mode applies to: root drops to nobody in a
  * child for this test. */
 TEST(writer_permission_denied) {
@@ -704,26 +735,9 @@ TEST(writer_permission_denied) {
     REQUIRE(chmod(test_tmpdir(), 0755) == 0);
     REQUIRE(chmod(dir, 0555) == 0);
     const char *path = join(dir, "out.safetensors");
-    int pfd[2];
-    REQUIRE(pipe(pfd) == 0);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(pfd[0]);
-        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
-        feather_error err = {0};
-        feather_writer *w;
-        feather_status st = feather_writer_open(&w, path, NULL, &err);
-        if (write(pfd[1], err.message, strlen(err.message)) < 0) _exit(4);
-        _exit(st == FEATHER_E_IO ? 0 : 1);
-    }
-    close(pfd[1]);
     char msg[FEATHER_ERROR_MAX + 1];
-    ssize_t n = read(pfd[0], msg, sizeof msg - 1);
-    msg[n > 0 ? n : 0] = 0;
-    close(pfd[0]);
     int status;
-    waitpid(pid, &status, 0);
+    in_child(open_unprivileged, path, msg, &status);
     chmod(dir, 0755);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
         test_skip("cannot drop root privileges to test a read-only directory");
@@ -737,35 +751,26 @@ TEST(writer_permission_denied) {
 
 /* ---- full disk, kill -9, signals (in forked children) ---- */
 
-/* A child that hits RLIMIT_FSIZE (SIGXFSZ ignored, so write fails with EFBIG like a full
- * disk would with ENOSPC). 'chunked': the failure comes from a write inside
+/* Under a 1 MiB RLIMIT_FSIZE (SIGXFSZ ignored, so write fails with EFBIG like a full disk
+ * would with ENOSPC): 0 where writing a 3 MiB tensor to path fails with FEATHER_E_IO. */
+static int write_past_limit(const char *path, feather_error *err) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {1 << 20, 1 << 20};
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 3;
+    const tspec t[] = {{"w", FEATHER_U8, 1, {3 << 20}}};
+    return write_model(path, NULL, t, 1, NULL, 256 << 10, err) == FEATHER_E_IO ? 0 : 1;
+}
+
+/* A child that hits the file size limit. 'chunked': the failure comes from a write inside
  * feather_writer_write (small buffer); otherwise from the flush at commit. */
 static void full_disk_case(int chunked) {
     const char *dir = subdir(chunked ? "full-w" : "full-c");
     const char *path = join(dir, "big.safetensors");
-    int pfd[2];
-    REQUIRE(pipe(pfd) == 0);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(pfd[0]);
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl = {1 << 20, 1 << 20};
-        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(3);
-        if (chunked) feather_outfile_knobs.buffer_size = 64 << 10;
-        const tspec t[] = {{"w", FEATHER_U8, 1, {3 << 20}}};
-        feather_error err = {0};
-        feather_status st = write_model(path, NULL, t, 1, NULL, 256 << 10, &err);
-        if (write(pfd[1], err.message, strlen(err.message)) < 0) _exit(4);
-        _exit(st == FEATHER_E_IO ? 0 : 1);
-    }
-    close(pfd[1]);
+    if (chunked) feather_outfile_knobs.buffer_size = 64 << 10; /* the child's copy of it */
     char msg[FEATHER_ERROR_MAX + 1];
-    ssize_t n = read(pfd[0], msg, sizeof msg - 1);
-    msg[n > 0 ? n : 0] = 0;
-    close(pfd[0]);
     int status;
-    waitpid(pid, &status, 0);
+    in_child(write_past_limit, path, msg, &status);
+    feather_outfile_knobs.buffer_size = 0;
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK_STR_CONTAINS(msg, path);
     CHECK_STR_CONTAINS(msg, strerror(EFBIG));
@@ -813,6 +818,34 @@ static void slow_writer_child(const char *path, int notify_fd) {
     _exit(st == FEATHER_OK ? 5 : 6);
 }
 
+static void on_signal(int sig);
+
+/* Forks a slow_writer_child writing path (sig: a signal that cancels it, or 0); *pid gets its
+ * pid once its first MiB is out (-1 where it did not start). */
+static void start_slow_writer(const char *path, int sig, pid_t *pid_out) {
+    *pid_out = -1;
+    int pfd[2];
+    REQUIRE(pipe(pfd) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        if (sig) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_signal;
+            sigaction(sig, &sa, NULL);
+            feather_cancel_reset();
+        }
+        slow_writer_child(path, pfd[1]);
+    }
+    close(pfd[1]);
+    char c;
+    CHECK(read(pfd[0], &c, 1) == 1);
+    close(pfd[0]);
+    *pid_out = pid;
+}
+
 TEST(writer_output_has_no_name_until_commit) {
     const char *dir = subdir("anon");
     if (!tmpfile_supported(dir)) {
@@ -844,18 +877,9 @@ TEST(writer_kill9_leaves_nothing) {
         return;
     }
     const char *path = join(dir, "m.safetensors");
-    int pfd[2];
-    REQUIRE(pipe(pfd) == 0);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(pfd[0]);
-        slow_writer_child(path, pfd[1]);
-    }
-    close(pfd[1]);
-    char c;
-    CHECK(read(pfd[0], &c, 1) == 1);
-    close(pfd[0]);
+    pid_t pid;
+    start_slow_writer(path, 0, &pid);
+    if (pid < 0) return;
     kill(pid, SIGKILL);
     int status;
     waitpid(pid, &status, 0);
@@ -873,23 +897,9 @@ static void on_signal(int sig) {
 static void signal_case(int sig) {
     const char *dir = subdir(sig == SIGINT ? "sigint" : "sigterm");
     const char *path = join(dir, "m.safetensors");
-    int pfd[2];
-    REQUIRE(pipe(pfd) == 0);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(pfd[0]);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigaction(sig, &sa, NULL);
-        feather_cancel_reset();
-        slow_writer_child(path, pfd[1]);
-    }
-    close(pfd[1]);
-    char c;
-    CHECK(read(pfd[0], &c, 1) == 1);
-    close(pfd[0]);
+    pid_t pid;
+    start_slow_writer(path, sig, &pid);
+    if (pid < 0) return;
     kill(pid, sig);
     int status;
     waitpid(pid, &status, 0);
