@@ -15,7 +15,9 @@
  *   tiled   BM×BN output tiles, K in chunks of 64 through a multi-stage shared-memory pipeline
  *           (cp.async on sm_80+); each warp owns a (16·MI)×(TN·NJ) sub-tile.
  * Block scales: the fragments of one super-step always lie in one K-group; its sums go to a
- * second accumulator that is scaled and added (fma) at the group's end. Tensor/channel scales,
+ * second accumulator that is scaled and added (fma) at the group's end, or (some skinny forms,
+ * where the caller passed FK_SCALE_BLOCK_RS) to the one set, kept in units of the current
+ * group's scale and multiplied by s_g / s_{g+1} as a group ends. Tensor/channel scales,
  * bias and rounding happen in the epilogue (gemm_common.h).
  */
 #include "gemm_common.h"
@@ -70,6 +72,22 @@ __device__ __forceinline__ void fk_flush(float (&acc)[MI][NJ][Mma::NACC], float 
                 accg[mi][nj][i] = 0.0f;
             }
         }
+    }
+}
+
+/* acc ·= f (per column, f held as group scales are). Called by whole warps. */
+template <class Mma, int MI, int NJ>
+__device__ __forceinline__ void fk_scale_cols(float (&acc)[MI][NJ][Mma::NACC], const FkGroupScales<Mma, NJ> &f, int lane) {
+#pragma unroll
+    for (int nj = 0; nj < NJ; nj++) {
+        float s[Mma::NSC];
+#pragma unroll
+        for (int j = 0; j < Mma::NSC; j++)
+            s[j] = fk_shfl(f.s[fk_gsc_reg(nj, Mma::TN)], fk_gsc_lane(nj, Mma::TN, Mma::acc_col(lane, j)));
+#pragma unroll
+        for (int i = 0; i < Mma::NACC; i++)
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) acc[mi][nj][i] *= s[Mma::sc_of(i)];
     }
 }
 
@@ -259,7 +277,7 @@ __device__ __forceinline__ void fk_ld_f32(const float *ptr, float *v) {
     }
 }
 
-template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK>
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false>
 __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
     /* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96
@@ -281,7 +299,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     float acc[MI][NJ][Mma::NACC];
     float accg[MI][NJ][Mma::NACC];
     fk_zero<Mma, MI, NJ>(acc);
-    if constexpr (BLOCK) fk_zero<Mma, MI, NJ>(accg);
+    if constexpr (BLOCK && !RS) fk_zero<Mma, MI, NJ>(accg);
 
     /* Back to back (Hopper): the first FK_SKINNY_WARM super-steps of this warp's weight go to
      * L2 while the kernel before this one finishes, and the first one on to registers (with
@@ -336,7 +354,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
             for (int mi = 0; mi < MI; mi++)
 #pragma unroll
                 for (int nj = 0; nj < NJ; nj++) {
-                    if constexpr (BLOCK) Mma::mma(cur.a[mi], cur.b[nj], j, accg[mi][nj]);
+                    if constexpr (BLOCK && !RS) Mma::mma(cur.a[mi], cur.b[nj], j, accg[mi][nj]);
                     else Mma::mma(cur.a[mi], cur.b[nj], j, acc[mi][nj]);
                 }
         if constexpr (A_LATE) {
@@ -346,7 +364,18 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
                 for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(nxt.a[mi], p, mi * 16, (ss + 1) * Mma::KSS, lane);
             }
         }
-        if constexpr (BLOCK) {
+        if constexpr (RS) {
+            /* in units of the current group's scale (FK_SCALE_BLOCK_RS): at a group's end times
+             * s_g / s_{g+1}, at the end of the run (which may stop mid-group) times s_g */
+            if (ss + 1 == ss_hi) {
+                fk_scale_cols<Mma, MI, NJ>(acc, cur.g, lane);
+            } else if (closes) {
+                FkGroupScales<Mma, NJ> r;
+#pragma unroll
+                for (int i = 0; i < FkGroupScales<Mma, NJ>::SPL; i++) r.s[i] = __fdividef(cur.g.s[i], nxt.g.s[i]);
+                fk_scale_cols<Mma, MI, NJ>(acc, r, lane);
+            }
+        } else if constexpr (BLOCK) {
             /* at a group's end, and at the end of this warp's run (which may stop mid-group) */
             if (closes || ss + 1 == ss_hi) fk_flush<Mma, MI, NJ>(acc, accg, cur.g, lane);
         }
@@ -495,12 +524,12 @@ struct FkSkinnyGrid {
     size_t smem; /* dynamic shared memory per block */
     hipError_t prepared;
 };
-template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK>
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false>
 static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     constexpr int BN = NJ * Mma::TN;
     constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
     static_assert(SMEM <= FK_SMEM_FLOOR, "the warps' partial tiles fit every GPU of the build");
-    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE>;
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS>;
     /* As many blocks as fit on the GPU at once (no second, mostly idle wave), but every warp
      * gets at least 2 super-steps. (No carveout preference: the L1 keeps A's rows for the
      * warps of a multiprocessor.) */
@@ -526,11 +555,11 @@ static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     return g;
 }
 
-template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK>
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
-    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE>;
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS>;
     if (p.M > MI * 16) return hipErrorInvalidValue;
-    const FkSkinnyGrid g = fk_skinny_grid<Mma, MI, NJ, W, BLOCK, MINB, A_LATE>(p);
+    const FkSkinnyGrid g = fk_skinny_grid<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS>(p);
     if (g.prepared != hipSuccess) return g.prepared;
     const int ntiles = g.ntiles, splits = g.splits;
     size_t need = splits > 1 ? FK_COUNTER_BYTES + (size_t)splits * p.M * p.N * sizeof(float) : 0;
@@ -631,8 +660,23 @@ static double fk_skinny16_fill(const FkParams &p) {
     return fk_wave_fill(fk_skinny_grid<MmaAmd, 1, FK_SKINNY16_NJ, 4, false>(p));
 #endif
 }
-template <class Mma, bool BLOCK>
+template <class Mma, bool BLOCK, bool RS = false>
 static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+#if FK_FRAG_NV
+    if constexpr (RS) {
+        /* Block scales in units of the current group (FK_SCALE_BLOCK_RS): no second accumulator
+         * set, so the 64- and 24-column tiles take as many warps as with tensor scales (12 and
+         * 24, at 151 and 80 registers on sm_90a, against 8 and 18). H100 back to back, block:128,
+         * M = 1 / 16 against the two-set forms: 8192² 23.83 / 25.10 → 23.25 / 24.16 µs,
+         * 3072×12288 14.79 / 16.07 → 14.18 / 15.38, 3072×6144 8.61 / 9.51 → 8.48 / 9.35;
+         * block:32 6–8 %. Not elsewhere: the 96-column tiles of 7 warps lost 3 % to the
+         * two-set 48-column tiles at N = 12288, 12 warps at 24 columns and K = 3072 1 %, and the
+         * 4-warp blocks 7–27 % (4096², 14336×4096). */
+        const int f = fk_skinny16_form(p.N, false);
+        if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, true, true>(p, st, ws_need, ws, ws_bytes);
+        if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, true, true>(p, st, ws_need, ws, ws_bytes);
+    }
+#endif
     switch (fk_skinny16_form(p.N, BLOCK)) {
 #if FK_FRAG_NV
     case 12:
@@ -902,7 +946,11 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
     /* Warp tiles of 64×32 (MI=4, NJ=4) keep 2 blocks of 8 warps per multiprocessor within the
      * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
     switch (variant) {
-    case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY16:
+        if constexpr (BLOCK) {
+            if (rescale) return fk_go_skinny16<Mma, BLOCK, true>(p, st, ws_need, ws, ws_bytes);
+        }
+        return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny32<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64:
         if constexpr (BLOCK) return fk_go_tiled<Mma, FK_TILE64_NV_BLOCK, BLOCK>(p, st, ws_need, ws, ws_bytes);
