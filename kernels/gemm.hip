@@ -54,6 +54,15 @@ __device__ __forceinline__ void fk_group_scales(FkGroupScales<Mma, NJ> &g, const
         g.s[i] = G::COLS % 32 == 0 || lane + 32 * i < G::COLS ? fk_block_scale(p, col0 + lane + 32 * i, k) : 0.0f;
 }
 
+/* The values of g (per column, held as group scales are) for the columns of this lane's
+ * accumulators of fragment nj. Called by whole warps. */
+template <class Mma, int NJ>
+__device__ __forceinline__ void fk_frag_cols(const FkGroupScales<Mma, NJ> &g, int nj, int lane, float (&s)[Mma::NSC]) {
+#pragma unroll
+    for (int j = 0; j < Mma::NSC; j++)
+        s[j] = fk_shfl(g.s[fk_gsc_reg(nj, Mma::TN)], fk_gsc_lane(nj, Mma::TN, Mma::acc_col(lane, j)));
+}
+
 /* acc += accg · s (per column, the group's scales g); accg = 0. Called by whole warps. */
 template <class Mma, int MI, int NJ>
 __device__ __forceinline__ void fk_flush(float (&acc)[MI][NJ][Mma::NACC], float (&accg)[MI][NJ][Mma::NACC],
@@ -61,9 +70,7 @@ __device__ __forceinline__ void fk_flush(float (&acc)[MI][NJ][Mma::NACC], float 
 #pragma unroll
     for (int nj = 0; nj < NJ; nj++) {
         float s[Mma::NSC];
-#pragma unroll
-        for (int j = 0; j < Mma::NSC; j++)
-            s[j] = fk_shfl(g.s[fk_gsc_reg(nj, Mma::TN)], fk_gsc_lane(nj, Mma::TN, Mma::acc_col(lane, j)));
+        fk_frag_cols<Mma, NJ>(g, nj, lane, s);
 #pragma unroll
         for (int i = 0; i < Mma::NACC; i++) {
 #pragma unroll
@@ -81,9 +88,7 @@ __device__ __forceinline__ void fk_scale_cols(float (&acc)[MI][NJ][Mma::NACC], c
 #pragma unroll
     for (int nj = 0; nj < NJ; nj++) {
         float s[Mma::NSC];
-#pragma unroll
-        for (int j = 0; j < Mma::NSC; j++)
-            s[j] = fk_shfl(f.s[fk_gsc_reg(nj, Mma::TN)], fk_gsc_lane(nj, Mma::TN, Mma::acc_col(lane, j)));
+        fk_frag_cols<Mma, NJ>(f, nj, lane, s);
 #pragma unroll
         for (int i = 0; i < Mma::NACC; i++)
 #pragma unroll
