@@ -137,7 +137,7 @@ __device__ __noinline__ void fk_store_frag(FkParams p, FkFrag<Mma> f, int row0, 
 }
 
 /* ------------------------------------------------------------------------------------------ */
-template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
+template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK, bool RS = false>
 __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkParams p) {
     constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
     constexpr int WM = MI * 16, WN = NJ * Mma::TN;
@@ -157,9 +157,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
 
     float acc[MI][NJ][Mma::NACC];
     float accg[MI][NJ][Mma::NACC];
-    FkGroupScales<Mma, NJ> gsc;
+    FkGroupScales<Mma, NJ> gsc, gnx; /* RS: gnx, the next group's */
     fk_zero<Mma, MI, NJ>(acc);
-    if constexpr (BLOCK) fk_zero<Mma, MI, NJ>(accg);
+    if constexpr (BLOCK && !RS) fk_zero<Mma, MI, NJ>(accg);
+    const int col0 = n0 + wn * WN, kend = c_hi * FK_KC < p.K ? c_hi * FK_KC : p.K;
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
@@ -184,7 +185,19 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
             if (kbase >= p.K) break;
             if constexpr (BLOCK) {
                 /* a group opens here, or this split starts inside one */
-                if (fk_group_opens(p, kbase) || kbase == c_lo * FK_KC) fk_group_scales<Mma, NJ>(gsc, p, n0 + wn * WN, kbase, lane);
+                const bool first = kbase == c_lo * FK_KC;
+                if (fk_group_opens(p, kbase) || first) {
+                    if constexpr (RS) {
+                        /* the sum in units of the current group's scale (FK_SCALE_BLOCK_RS): this
+                         * group's scales, and the next one's for its close */
+                        if (first) fk_group_scales<Mma, NJ>(gsc, p, col0, kbase, lane);
+                        else gsc = gnx;
+                        const int kn = (fk_group_of(p, kbase) + 1) * p.G;
+                        fk_group_scales<Mma, NJ>(gnx, p, col0, kn < p.K ? kn : p.K - 1, lane);
+                    } else {
+                        fk_group_scales<Mma, NJ>(gsc, p, col0, kbase, lane);
+                    }
+                }
             }
             /* All B fragments of the warp, then one A fragment at a time: keeps registers for
              * two blocks per multiprocessor. */
@@ -200,17 +213,27 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
                 for (int j = 0; j < Mma::STEPS; j++)
 #pragma unroll
                     for (int nj = 0; nj < NJ; nj++) {
-                        if constexpr (BLOCK) Mma::mma(af, bf[nj], j, accg[mi][nj]);
+                        if constexpr (BLOCK && !RS) Mma::mma(af, bf[nj], j, accg[mi][nj]);
                         else Mma::mma(af, bf[nj], j, acc[mi][nj]);
                     }
             }
-            if constexpr (BLOCK) {
+            if constexpr (RS) {
+                /* a group ends before this split does: into the next group's units */
+                if (fk_group_opens(p, kbase + Mma::KSS) && kbase + Mma::KSS < kend) {
+                    FkGroupScales<Mma, NJ> r;
+#pragma unroll
+                    for (int i = 0; i < FkGroupScales<Mma, NJ>::SPL; i++) r.s[i] = __fdividef(gsc.s[i], gnx.s[i]);
+                    fk_scale_cols<Mma, MI, NJ>(acc, r, lane);
+                }
+            } else if constexpr (BLOCK) {
                 if (fk_group_opens(p, kbase + Mma::KSS)) fk_flush<Mma, MI, NJ>(acc, accg, gsc, lane);
             }
         }
     }
 
-    if constexpr (BLOCK) {
+    if constexpr (RS) {
+        if (c_hi > c_lo) fk_scale_cols<Mma, MI, NJ>(acc, gsc, lane); /* the last group's units */
+    } else if constexpr (BLOCK) {
         /* a split may end inside a group: add what is left (zeros when it ended on a boundary) */
         if (p.splits > 1 && c_hi > c_lo) fk_flush<Mma, MI, NJ>(acc, accg, gsc, lane);
     }
@@ -719,13 +742,13 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
 
 /* A tiled kernel's blocks per multiprocessor with its shared memory, found once (0: the
  * runtime refused that much shared memory). */
-template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
+template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK, bool RS = false>
 static int fk_tiled_occ() {
     constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
     constexpr size_t SMEM = (size_t)STAGES * FkTile<WARPS_M * MI * 16, WARPS_N * NJ * Mma::TN>::STAGE_BYTES;
     static int occ = -1;
     if (occ < 0) {
-        auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK>;
+        auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK, RS>;
         occ = 0;
         if (hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == hipSuccess) {
             fk_prefer_shared((const void *)kern);
@@ -735,7 +758,7 @@ static int fk_tiled_occ() {
     return occ;
 }
 
-template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK>
+template <class Mma, int WARPS_M, int WARPS_N, int MI, int NJ, int STAGES, int MINB, bool BLOCK, bool RS = false>
 static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     constexpr int NTHREADS = WARPS_M * WARPS_N * 32;
     constexpr int BM = WARPS_M * MI * 16, BN = WARPS_N * NJ * Mma::TN;
@@ -745,11 +768,11 @@ static hipError_t fk_go_tiled(FkParams &p, hipStream_t st, size_t *ws_need, void
     static_assert(SMEM <= FK_SMEM_FLOOR || STAGES > 2, "some stage count fits every GPU of the build");
     if (SMEM > fk_smem_limit()) {
         if constexpr (SMEM > FK_SMEM_FLOOR)
-            return fk_go_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES - 1, MINB, BLOCK>(p, st, ws_need, ws, ws_bytes);
+            return fk_go_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES - 1, MINB, BLOCK, RS>(p, st, ws_need, ws, ws_bytes);
         else return hipErrorNotSupported;
     }
-    auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK>;
-    const int occ = fk_tiled_occ<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK>();
+    auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK, RS>;
+    const int occ = fk_tiled_occ<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK, RS>();
     if (!occ) return hipErrorNotSupported;
     /* Too few tiles to fill the GPU (small M and N): split K over blocks, as long as the
      * partial sums (written and read once) stay below the weight's own traffic. */
@@ -957,15 +980,28 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
         }
         return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny32<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    /* Block scales in units of the current group (rescale: no second accumulator set) take the
+     * tensor scales' tiles: H100 back to back, block:128, against the two-set tiles, tile64
+     * 1.05–1.28× faster at M = 256–4096 (3072² M = 1024 124.7 → 97.4 µs, 3072×12288 470.7 →
+     * 354.1), tile128 1.3–1.5× at M ≥ 1024 (8192² M = 1024 858.5 → 594.4); the pick on the
+     * H100 with block:32 1.13–1.54× at M = 256–4096 (3072×12288 M = 1024 715.1 → 465.4). But
+     * at M = 64 the two-set tile64 blocks of 8 warps were 1.06–1.29× faster than the tensor
+     * scales' 4, so up to M = 128 tile64 keeps them. */
     case FK_VARIANT_TILE64:
-        if constexpr (BLOCK) return fk_go_tiled<Mma, FK_TILE64_NV_BLOCK, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        else return fk_go_tiled<Mma, FK_TILE64_NV_TENSOR, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (BLOCK) {
+            if (rescale && p.M > 128) return fk_go_tiled<Mma, FK_TILE64_NV_TENSOR, true, true>(p, st, ws_need, ws, ws_bytes);
+            return fk_go_tiled<Mma, FK_TILE64_NV_BLOCK, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        } else return fk_go_tiled<Mma, FK_TILE64_NV_TENSOR, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
-        if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        else return fk_go_tiled<Mma, 2, 4, 4, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (BLOCK) {
+            if (rescale) return fk_go_tiled<Mma, 2, 4, 4, 4, 4, 2, true, true>(p, st, ws_need, ws, ws_bytes);
+            return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        } else return fk_go_tiled<Mma, 2, 4, 4, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE256:
-        if constexpr (BLOCK) return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        else return fk_go_tiled<Mma, 2, 4, 4, 8, 3, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (BLOCK) {
+            if (rescale) return fk_go_tiled<Mma, 2, 4, 4, 8, 3, 1, true, true>(p, st, ws_need, ws, ws_bytes);
+            return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        } else return fk_go_tiled<Mma, 2, 4, 4, 8, 3, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     /* the wgmma kernels: block groups must be whole 64-k chunks */
     case FK_VARIANT_WS128:
         if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
@@ -1001,16 +1037,18 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
         else return hipErrorInvalidValue;
     }
 #else
-    (void)rescale;
     switch (variant) {
     case FK_VARIANT_SKINNY16: return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_SKINNY32: return fk_go_skinny32<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
     case FK_VARIANT_TILE256:
-        /* the second accumulator set of block scales does not fit 4×2 WMMA tiles per wave */
-        if constexpr (BLOCK) return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        else return fk_go_tiled<Mma, 2, 2, 4, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        /* the second accumulator set of block scales does not fit 4×2 WMMA tiles per wave; in
+         * units of the current group (rescale) they take the tensor scales' tiles */
+        if constexpr (BLOCK) {
+            if (rescale) return fk_go_tiled<Mma, 2, 2, 4, 2, 2, 1, true, true>(p, st, ws_need, ws, ws_bytes);
+            return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        } else return fk_go_tiled<Mma, 2, 2, 4, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
     return hipErrorInvalidValue;
