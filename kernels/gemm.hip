@@ -15,9 +15,10 @@
  *   tiled   BM×BN output tiles, K in chunks of 64 through a multi-stage shared-memory pipeline
  *           (cp.async on sm_80+); each warp owns a (16·MI)×(TN·NJ) sub-tile.
  * Block scales: the fragments of one super-step always lie in one K-group; its sums go to a
- * second accumulator that is scaled and added (fma) at the group's end, or (some skinny forms,
- * where the caller passed FK_SCALE_BLOCK_RS) to the one set, kept in units of the current
- * group's scale and multiplied by s_g / s_{g+1} as a group ends. Tensor/channel scales,
+ * second accumulator that is scaled and added (fma) at the group's end, or (the tiled kernels
+ * above M = 128 and some skinny forms, where the caller passed FK_SCALE_BLOCK_RS) to the one
+ * set, kept in units of the current group's scale and multiplied by s_g / s_{g+1} as a group
+ * ends. Tensor/channel scales,
  * bias and rounding happen in the epilogue (gemm_common.h).
  */
 #include "gemm_common.h"

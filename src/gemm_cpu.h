@@ -37,7 +37,7 @@ feather_status feather_gemm_cpu(feather_ctx *ctx, const feather_gemm_args *a, fe
 /* 1 when every one of the count block scales has a magnitude in [2^-126, 2^126] (the range of
  * the kernel's fast division) and the largest is at most 2^40 times the smallest: then a sum
  * kept in units of the current group's scale (the GPU's kernels with 192 × 128 and 128 × 256
- * tiles, and some of its M ≤ 16 kernels) cannot leave f32's range. */
+ * tiles, its tiled kernels and some of its M ≤ 16 kernels) cannot leave f32's range. */
 int feather_block_scales_rescalable(const float *s, uint64_t count);
 /* The GPU product (src/gpu.c); FEATHER_E_UNSUPPORTED without a usable GPU. */
 feather_status feather_gemm_gpu(const feather_gemm_args *a, feather_error *err);
