@@ -97,6 +97,17 @@ __device__ __forceinline__ void fk_scale_cols(float (&acc)[MI][NJ][Mma::NACC], c
     }
 }
 
+/* A group's close in units of the current group's scale (FK_SCALE_BLOCK_RS): acc ·= s_g / s_{g+1}
+ * per column (cur, nxt: the two groups' scales). */
+template <class Mma, int MI, int NJ>
+__device__ __forceinline__ void fk_next_units(float (&acc)[MI][NJ][Mma::NACC], const FkGroupScales<Mma, NJ> &cur,
+                                              const FkGroupScales<Mma, NJ> &nxt, int lane) {
+    FkGroupScales<Mma, NJ> r;
+#pragma unroll
+    for (int i = 0; i < FkGroupScales<Mma, NJ>::SPL; i++) r.s[i] = __fdividef(cur.s[i], nxt.s[i]);
+    fk_scale_cols<Mma, MI, NJ>(acc, r, lane);
+}
+
 template <class Mma, int MI, int NJ>
 __device__ __forceinline__ void fk_zero(float (&acc)[MI][NJ][Mma::NACC]) {
 #pragma unroll
@@ -220,12 +231,8 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
             }
             if constexpr (RS) {
                 /* a group ends before this split does: into the next group's units */
-                if (fk_group_opens(p, kbase + Mma::KSS) && kbase + Mma::KSS < kend) {
-                    FkGroupScales<Mma, NJ> r;
-#pragma unroll
-                    for (int i = 0; i < FkGroupScales<Mma, NJ>::SPL; i++) r.s[i] = __fdividef(gsc.s[i], gnx.s[i]);
-                    fk_scale_cols<Mma, MI, NJ>(acc, r, lane);
-                }
+                if (fk_group_opens(p, kbase + Mma::KSS) && kbase + Mma::KSS < kend)
+                    fk_next_units<Mma, MI, NJ>(acc, gsc, gnx, lane);
             } else if constexpr (BLOCK) {
                 if (fk_group_opens(p, kbase + Mma::KSS)) fk_flush<Mma, MI, NJ>(acc, accg, gsc, lane);
             }
@@ -399,10 +406,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
             if (ss + 1 == ss_hi) {
                 fk_scale_cols<Mma, MI, NJ>(acc, cur.g, lane);
             } else if (closes) {
-                FkGroupScales<Mma, NJ> r;
-#pragma unroll
-                for (int i = 0; i < FkGroupScales<Mma, NJ>::SPL; i++) r.s[i] = __fdividef(cur.g.s[i], nxt.g.s[i]);
-                fk_scale_cols<Mma, MI, NJ>(acc, r, lane);
+                fk_next_units<Mma, MI, NJ>(acc, cur.g, nxt.g, lane);
             }
         } else if constexpr (BLOCK) {
             /* at a group's end, and at the end of this warp's run (which may stop mid-group) */
