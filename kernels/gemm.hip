@@ -963,6 +963,24 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
 }
 #endif
 
+/* A tiled variant by scale kind: its tensor scales' configuration T (warps along M and N,
+ * fragments MI and NJ, stages, blocks per multiprocessor; fk_go_tiled's order), taken also by
+ * block scales in units of the current group (rescale: no second accumulator set), and the
+ * two-set configuration B of the other block scales. */
+template <int... C>
+struct FkTiles {};
+template <class Mma, bool BLOCK, int... T, int... B>
+static hipError_t fk_go_tiles(FkTiles<T...>, FkTiles<B...>, bool rescale, FkParams &p, hipStream_t st, size_t *ws_need,
+                              void *ws, size_t ws_bytes) {
+    if constexpr (BLOCK) {
+        if (rescale) return fk_go_tiled<Mma, T..., true, true>(p, st, ws_need, ws, ws_bytes);
+        return fk_go_tiled<Mma, B..., true>(p, st, ws_need, ws, ws_bytes);
+    } else {
+        (void)rescale;
+        return fk_go_tiled<Mma, T..., false>(p, st, ws_need, ws, ws_bytes);
+    }
+}
+
 #if FK_FRAG_NV
 /* NVIDIA's 64-row tiles (FK_VARIANT_TILE64) by scale kind: warps along M and N, fragments MI and
  * NJ, stages, blocks per multiprocessor. fk_go launches them, fk_pick_tiled asks how many of
@@ -993,20 +1011,14 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
      * at M = 64 the two-set tile64 blocks of 8 warps were 1.06–1.29× faster than the tensor
      * scales' 4, so up to M = 128 tile64 keeps them. */
     case FK_VARIANT_TILE64:
-        if constexpr (BLOCK) {
-            if (rescale && p.M > 128) return fk_go_tiled<Mma, FK_TILE64_NV_TENSOR, true, true>(p, st, ws_need, ws, ws_bytes);
-            return fk_go_tiled<Mma, FK_TILE64_NV_BLOCK, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        } else return fk_go_tiled<Mma, FK_TILE64_NV_TENSOR, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        return fk_go_tiles<Mma, BLOCK>(FkTiles<FK_TILE64_NV_TENSOR>{}, FkTiles<FK_TILE64_NV_BLOCK>{}, rescale && p.M > 128,
+                                       p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
-        if constexpr (BLOCK) {
-            if (rescale) return fk_go_tiled<Mma, 2, 4, 4, 4, 4, 2, true, true>(p, st, ws_need, ws, ws_bytes);
-            return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        } else return fk_go_tiled<Mma, 2, 4, 4, 4, 4, 2, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        return fk_go_tiles<Mma, BLOCK>(FkTiles<2, 4, 4, 4, 4, 2>{}, FkTiles<4, 4, 2, 4, 4, 1>{}, rescale, p, st, ws_need,
+                                       ws, ws_bytes);
     case FK_VARIANT_TILE256:
-        if constexpr (BLOCK) {
-            if (rescale) return fk_go_tiled<Mma, 2, 4, 4, 8, 3, 1, true, true>(p, st, ws_need, ws, ws_bytes);
-            return fk_go_tiled<Mma, 4, 4, 2, 4, 4, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        } else return fk_go_tiled<Mma, 2, 4, 4, 8, 3, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        return fk_go_tiles<Mma, BLOCK>(FkTiles<2, 4, 4, 8, 3, 1>{}, FkTiles<4, 4, 2, 4, 4, 1>{}, rescale, p, st, ws_need,
+                                       ws, ws_bytes);
     /* the wgmma kernels: block groups must be whole 64-k chunks */
     case FK_VARIANT_WS128:
         if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
@@ -1048,12 +1060,9 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
     case FK_VARIANT_TILE64: return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
     case FK_VARIANT_TILE128:
     case FK_VARIANT_TILE256:
-        /* the second accumulator set of block scales does not fit 4×2 WMMA tiles per wave; in
-         * units of the current group (rescale) they take the tensor scales' tiles */
-        if constexpr (BLOCK) {
-            if (rescale) return fk_go_tiled<Mma, 2, 2, 4, 2, 2, 1, true, true>(p, st, ws_need, ws, ws_bytes);
-            return fk_go_tiled<Mma, 2, 2, 2, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
-        } else return fk_go_tiled<Mma, 2, 2, 4, 2, 2, 1, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        /* the second accumulator set of block scales does not fit 4×2 WMMA tiles per wave */
+        return fk_go_tiles<Mma, BLOCK>(FkTiles<2, 2, 4, 2, 2, 1>{}, FkTiles<2, 2, 2, 2, 2, 1>{}, rescale, p, st, ws_need,
+                                       ws, ws_bytes);
     }
 #endif
     return hipErrorInvalidValue;
