@@ -531,9 +531,15 @@ TEST(gemm_gpu_back_to_back_chain) {
  * them into an output that is not 16-byte aligned: against the fp64 reference. A variant
  * answers "invalid value" only where it cannot apply (the skinny kernels above their M, the
  * Hopper kernels elsewhere than compute capability 9.0); anywhere else that is a failure.
- * Adds to *ran and returns the failures. */
-static int variant_runs(feather_ctx *ctx, const char *desc, const uint64_t (*shapes)[3], size_t nshapes, int first,
-                        int last, int *ran) {
+ * desc gets the GPU's description; adds to *ran and returns the failures. */
+static int variant_runs(char desc[256], const uint64_t (*shapes)[3], size_t nshapes, int first, int last, int *ran) {
+    (void)feather_gpu_available(desc, 256);
+    seed_once();
+    feather_ctx *ctx = feather_ctx_new(0);
+    if (!ctx) {
+        test_fail(__FILE__, __LINE__, "feather_ctx_new failed");
+        return 1;
+    }
     const int hopper = tu_gpu_hopper(0);
     /* block:128 as well as 64: split tiles of the stream-K variants then begin and end inside groups */
     static const mode_case modes[] = {{FEATHER_SCALE_CHANNEL, 0}, {FEATHER_SCALE_BLOCK, 64}, {FEATHER_SCALE_BLOCK, 128}};
@@ -603,6 +609,7 @@ static int variant_runs(feather_ctx *ctx, const char *desc, const uint64_t (*sha
             fk_free(dy);
             problem_free(&p);
         }
+    feather_ctx_free(ctx);
     return failed;
 }
 #endif
@@ -613,18 +620,13 @@ TEST(gemm_gpu_every_variant) {
 #ifndef FEATHER_GPU
     test_skip("*** GPU variant tests NOT RUN: built without a GPU backend ***");
 #else
-    char desc[256];
     if (!tu_gpu_or_skip("GPU variant tests")) return;
-    (void)feather_gpu_available(desc, sizeof desc);
-    seed_once();
-    feather_ctx *ctx = feather_ctx_new(0);
-    REQUIRE(ctx);
     static const uint64_t shapes[][3] = {{1, 1000, 512}, {16, 1000, 1008}, {300, 1000, 576}, {1000, 520, 1024}};
+    char desc[256];
     int ran = 0;
-    const int failed = variant_runs(ctx, desc, shapes, sizeof shapes / sizeof shapes[0], 1, FK_VARIANT_COUNT - 1, &ran);
+    const int failed = variant_runs(desc, shapes, sizeof shapes / sizeof shapes[0], 1, FK_VARIANT_COUNT - 1, &ran);
     printf("    %d variant runs on %s, %d failed\n", ran, desc, failed);
     feather_gpu_release();
-    feather_ctx_free(ctx);
 #endif
 }
 
@@ -639,12 +641,7 @@ TEST(gemm_gpu_within_the_least_shared_memory) {
 #ifndef FEATHER_GPU
     test_skip("*** GPU shared-memory limit tests NOT RUN: built without a GPU backend ***");
 #else
-    char desc[256];
     if (!tu_gpu_or_skip("GPU shared-memory limit tests")) return;
-    (void)feather_gpu_available(desc, sizeof desc);
-    seed_once();
-    feather_ctx *ctx = feather_ctx_new(0);
-    REQUIRE(ctx);
     static const uint64_t shapes[][3] = {{16, 3072, 4096}, {1, 8192, 512},    {16, 12288, 256}, {16, 6144, 4096},
                                          {1, 16384, 256},  {300, 1000, 576}, {1000, 520, 1024}};
     const size_t floor_bytes = fk_shared_memory_floor();
@@ -664,14 +661,14 @@ TEST(gemm_gpu_within_the_least_shared_memory) {
         CHECK(r != 0 && strstr(fk_error_string(r), "not supported"));
         fk_free(dws);
     }
+    char desc[256];
     int ran = 0;
-    const int failed = variant_runs(ctx, desc, shapes, sizeof shapes / sizeof shapes[0], FK_VARIANT_AUTO,
-                                    FK_VARIANT_TILE256, &ran);
+    const int failed =
+        variant_runs(desc, shapes, sizeof shapes / sizeof shapes[0], FK_VARIANT_AUTO, FK_VARIANT_TILE256, &ran);
     fk_limit_shared_memory(0);
     printf("    %d runs within %zu KiB of shared memory per block on %s, %d failed\n", ran, floor_bytes / 1024, desc,
            failed);
     feather_gpu_release();
-    feather_ctx_free(ctx);
 #endif
 }
 
