@@ -697,28 +697,44 @@ TEST(writer_directory_errors) {
     CHECK(feather_writer_open(&w, sub, &ow, &err) == FEATHER_E_ARG);
 }
 
+/* A pipe and a fork: 0 in the child, which keeps the write end pfd[1]; the child's pid in the
+ * parent, which keeps the read end pfd[0]; -1 where either failed (the test has failed). */
+static pid_t fork_piped(int pfd[2]) {
+    if (pipe(pfd) != 0) {
+        test_fail(__FILE__, __LINE__, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+        test_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
+        close(pfd[0]);
+        close(pfd[1]);
+        return -1;
+    }
+    close(pid == 0 ? pfd[0] : pfd[1]);
+    return pid;
+}
+
 /* Runs fn(arg, &err) in a forked child, which exits with fn's result (3 where it could not set
- * itself up); *status gets its wait status (-1 where it did not run), msg the message err held. */
-static void in_child(int (*fn)(const char *arg, feather_error *err), const char *arg, char msg[FEATHER_ERROR_MAX + 1],
-                     int *status) {
-    *status = -1;
+ * itself up); returns its wait status (-1 where it did not run), with the message err held in
+ * msg. */
+static int in_child(int (*fn)(const char *arg, feather_error *err), const char *arg, char msg[FEATHER_ERROR_MAX + 1]) {
     msg[0] = 0;
     int pfd[2];
-    REQUIRE(pipe(pfd) == 0);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
+    const pid_t pid = fork_piped(pfd);
+    if (pid < 0) return -1;
     if (pid == 0) {
-        close(pfd[0]);
         feather_error err = {0};
         const int rc = fn(arg, &err);
         if (write(pfd[1], err.message, strlen(err.message)) < 0) _exit(4);
         _exit(rc);
     }
-    close(pfd[1]);
     ssize_t n = read(pfd[0], msg, FEATHER_ERROR_MAX);
     msg[n > 0 ? n : 0] = 0;
     close(pfd[0]);
-    waitpid(pid, status, 0);
+    int status;
+    waitpid(pid, &status, 0);
+    return status;
 }
 
 /* As nobody where root: 0 where opening path fails with FEATHER_E_IO. */
@@ -736,8 +752,7 @@ TEST(writer_permission_denied) {
     REQUIRE(chmod(dir, 0555) == 0);
     const char *path = join(dir, "out.safetensors");
     char msg[FEATHER_ERROR_MAX + 1];
-    int status;
-    in_child(open_unprivileged, path, msg, &status);
+    const int status = in_child(open_unprivileged, path, msg);
     chmod(dir, 0755);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
         test_skip("cannot drop root privileges to test a read-only directory");
@@ -768,8 +783,7 @@ static void full_disk_case(int chunked) {
     const char *path = join(dir, "big.safetensors");
     if (chunked) feather_outfile_knobs.buffer_size = 64 << 10; /* the child's copy of it */
     char msg[FEATHER_ERROR_MAX + 1];
-    int status;
-    in_child(write_past_limit, path, msg, &status);
+    const int status = in_child(write_past_limit, path, msg);
     feather_outfile_knobs.buffer_size = 0;
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK_STR_CONTAINS(msg, path);
@@ -820,16 +834,13 @@ static void slow_writer_child(const char *path, int notify_fd) {
 
 static void on_signal(int sig);
 
-/* Forks a slow_writer_child writing path (sig: a signal that cancels it, or 0); *pid gets its
- * pid once its first MiB is out (-1 where it did not start). */
-static void start_slow_writer(const char *path, int sig, pid_t *pid_out) {
-    *pid_out = -1;
+/* Forks a slow_writer_child writing path (sig: a signal that cancels it, or 0); returns its pid
+ * once its first MiB is out (-1 where it did not start). */
+static pid_t start_slow_writer(const char *path, int sig) {
     int pfd[2];
-    REQUIRE(pipe(pfd) == 0);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
+    const pid_t pid = fork_piped(pfd);
+    if (pid < 0) return -1;
     if (pid == 0) {
-        close(pfd[0]);
         if (sig) {
             struct sigaction sa;
             memset(&sa, 0, sizeof sa);
@@ -839,11 +850,10 @@ static void start_slow_writer(const char *path, int sig, pid_t *pid_out) {
         }
         slow_writer_child(path, pfd[1]);
     }
-    close(pfd[1]);
     char c;
     CHECK(read(pfd[0], &c, 1) == 1);
     close(pfd[0]);
-    *pid_out = pid;
+    return pid;
 }
 
 TEST(writer_output_has_no_name_until_commit) {
@@ -877,8 +887,7 @@ TEST(writer_kill9_leaves_nothing) {
         return;
     }
     const char *path = join(dir, "m.safetensors");
-    pid_t pid;
-    start_slow_writer(path, 0, &pid);
+    const pid_t pid = start_slow_writer(path, 0);
     if (pid < 0) return;
     kill(pid, SIGKILL);
     int status;
@@ -897,8 +906,7 @@ static void on_signal(int sig) {
 static void signal_case(int sig) {
     const char *dir = subdir(sig == SIGINT ? "sigint" : "sigterm");
     const char *path = join(dir, "m.safetensors");
-    pid_t pid;
-    start_slow_writer(path, sig, &pid);
+    const pid_t pid = start_slow_writer(path, sig);
     if (pid < 0) return;
     kill(pid, sig);
     int status;
