@@ -27,7 +27,7 @@ enum {
     FK_VARIANT_SKINNY32 = 2,  /* M ≤ 32 */
     FK_VARIANT_TILE64 = 3,    /* 64×128 tiles through shared memory */
     FK_VARIANT_TILE128 = 4,   /* 128×128 tiles */
-    FK_VARIANT_TILE256 = 5,   /* 128×256 tiles (not with block scales) */
+    FK_VARIANT_TILE256 = 5,   /* 128×256 tiles (block scales: FK_SCALE_BLOCK_RS only, else tile128's) */
     /* Hopper (sm_90a) wgmma from here on (fk_gemm_pick relies on the order) */
     FK_VARIANT_WS128 = 6,     /* warp-specialised: TMA producer warp, persistent, 128 weight rows × 128 rows of A */
     FK_VARIANT_WS64 = 7,      /* the same with 64 rows of A */

@@ -995,7 +995,7 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
                         size_t ws_bytes) {
 #if FK_FRAG_NV
     /* Warp tiles of 64×32 (MI=4, NJ=4) keep 2 blocks of 8 warps per multiprocessor within the
-     * register file; block scales double the accumulators, so those use 32×32 warp tiles. */
+     * register file; block scales with a second accumulator set use 32×32 warp tiles. */
     switch (variant) {
     case FK_VARIANT_SKINNY16:
         if constexpr (BLOCK) {
