@@ -78,7 +78,22 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
         if (t256 < 4 * sms && few256 && k > 4096 && m >= 512 && (t256 < 2 * sms || k <= 8192))
             return FK_VARIANT_SK256;
         if (3 * waves256 < 2 * waves128 && 10 * waves256 < 9 * waves192) return FK_VARIANT_WS256;
-        if (waves192 * 15 < waves128 * 11) return FK_VARIANT_WS192;
+        /* Against stream-K over 128 × 128 tiles (tensor scales, K ≥ 3072, M a multiple of 128):
+         * that kernel's time goes as the tiles per multiprocessor, a fraction, plus about 0.15
+         * of a tile for the split tiles' sums, while a wave of 192-row tiles takes about 1.2
+         * tiles' time. Back to back, ws192 → sk128, H100 (H200): 12288×3072 M = 384 57.0 →
+         * 54.2 µs (57.9 → 53.4), 9216×3072 M = 512 56.8 → 54.0 (57.5 → 53.2), 4096² M = 1152
+         * 75.2 → 68.1 (74.7 → 66.4), 6144×4096 M = 768 74.9 → 68.4 (74.6 → 66.6), 3072²
+         * M = 1536 57.8 → 54.3 (57.0 → 52.8); kept where the model says so: 3072×12288 M = 896
+         * (H200 110.5 against 113.8), 5120² M = 512 (45.7 against 49.7). Not where the last
+         * row of tiles is half empty (same tile counts, H100: 12288×3072 M = 320 56.0 → 59.7,
+         * 9216×3072 M = 448 56.2 → 58.8, 4096² M = 1088 74.8 → 77.1; stream-K was slower
+         * there than at the larger M, which is not understood), nor with K = 1536 (either
+         * way, −6 to +4 %), nor with block scales, whose stream-K kernel keeps two
+         * accumulator sets and lost at every one of these points (H200, 1.08–1.46×). */
+        const int sk_frac = !block && sk_tail && k >= 3072 && m % 128 == 0;
+        if (sk_frac ? 120 * waves192 * sms < 100 * tiles + 15 * sms : waves192 * 15 < waves128 * 11)
+            return FK_VARIANT_WS192;
     }
     if (!block) return sk_tail ? FK_VARIANT_SK128 : FK_VARIANT_WS128;
     if (sk_tail && (k > 4096 || m >= 512)) return FK_VARIANT_SK128;

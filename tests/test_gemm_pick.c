@@ -41,6 +41,18 @@ TEST(gemm_pick_hopper_takes_the_measured_kernels) {
         {256, 5120, 12288, 1, FK_VARIANT_SK128},
         {256, 5120, 5120, 0, FK_VARIANT_SK128},
         {256, 3072, 12288, 0, FK_VARIANT_SK128},
+        /* stream-K over 128 × 128 tiles against whole 192-row ones: by fractional waves
+         * (tensor scales, M a multiple of 128) */
+        {384, 12288, 3072, 0, FK_VARIANT_SK128},
+        {512, 9216, 3072, 0, FK_VARIANT_SK128},
+        {1152, 4096, 4096, 0, FK_VARIANT_SK128},
+        {768, 6144, 4096, 0, FK_VARIANT_SK128},
+        {1536, 3072, 3072, 0, FK_VARIANT_SK128},
+        {320, 12288, 3072, 0, FK_VARIANT_WS192},
+        {448, 9216, 3072, 0, FK_VARIANT_WS192},
+        {1088, 4096, 4096, 0, FK_VARIANT_WS192},
+        {384, 12288, 3072, 1, FK_VARIANT_WS192},
+        {1536, 3072, 3072, 1, FK_VARIANT_WS192},
         /* whole 128 × 128 tiles: 84 of them or more, or K and M both short with block scales */
         {384, 3584, 3072, 0, FK_VARIANT_WS128},
         {384, 4608, 3072, 0, FK_VARIANT_WS128},
