@@ -432,13 +432,18 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
     uint32_t a0[4][4], a1[4][4];
     int s = 0, rs = 0; /* stage of the next chunk; stage of the oldest one not yet given back */
     uint32_t ph = 0;
-    int pending = 0; /* chunks issued and not yet given back */
+    /* chunks issued and not yet given back: at most 2 where give_back is called, since each step
+     * issues one chunk and then waits for all but at most one (a loop here compiled to 20
+     * instructions per chunk, a tenth of the consumers' instructions) */
+    int pending = 0;
     auto give_back = [&](int keep) {
-        while (pending > keep) {
-            if (lane == 0) fk_mbar_arrive(bar_empty + 8 * rs);
-            rs = rs + 1 == STAGES ? 0 : rs + 1;
-            pending--;
-        }
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            if (pending > keep) {
+                if (lane == 0) fk_mbar_arrive(bar_empty + 8 * rs);
+                rs = rs + 1 == STAGES ? 0 : rs + 1;
+                pending--;
+            }
     };
     while (it.next(w, tile, c0, c1)) {
         fk_ws_tile(tile, ntm, ntn, tm, tn);
@@ -521,9 +526,12 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             fk_wgmma_fence();
             /* block scales: the group's first instruction overwrites accg */
             const int keep = BLOCK && opens ? 0 : 1;
+            /* k16 step k starts 32 bytes further: 2 in the descriptor's address field, whose low
+             * 6 bits are zero at the stage's 1024-byte aligned start, so no carry */
+            const uint64_t desc0 = fk_wg_desc(act);
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                const uint64_t desc = fk_wg_desc(act + k * 32);
+                const uint64_t desc = desc0 + 2 * k;
                 if constexpr (BLOCK && !RS) fk_wg_mma_p<BNA>(accg, a[k], desc, k == 0 ? keep : 1);
                 else fk_wg_mma_p<BNA>(acc, a[k], desc, 1);
             }
