@@ -313,7 +313,8 @@ __device__ __forceinline__ void fk_ld_f32(const float *ptr, float *v) {
     }
 }
 
-template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false>
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false,
+          bool PAIR = false>
 __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
     /* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96
@@ -357,8 +358,8 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
         for (int i = lane; i < kbn * LINES; i += 32)
             if ((i % LINES) * 128 < bytes) fk_prefetch_l2(p.Q + ((size_t)(kb0 + i / LINES) * p.N + n0) * 16 + (i % LINES) * 128);
     }
-    FkSkinnyFrags<Mma, MI, NJ> cur, nxt;
-    if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ, BLOCK, false>(cur, p, ss_lo * Mma::KSS, n0, lane, true, cur.g);
+    FkSkinnyFrags<Mma, MI, NJ> f0, f1;
+    if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ, BLOCK, false>(f0, p, ss_lo * Mma::KSS, n0, lane, true, f0.g);
     fk_grid_wait();
     fk_grid_release();
     /* The V adjacent columns this thread stores: their scales and biases arrive during the main
@@ -379,8 +380,9 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
      * grid fills the GPU better (fk_go_skinny32). */
     if (ss_lo < ss_hi)
 #pragma unroll
-        for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(cur.a[mi], p, mi * 16, ss_lo * Mma::KSS, lane);
-    for (int ss = ss_lo; ss < ss_hi; ss++) {
+        for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(f0.a[mi], p, mi * 16, ss_lo * Mma::KSS, lane);
+    /* Super-step ss from cur, while the next one's loads go to nxt. */
+    auto step = [&](int ss, FkSkinnyFrags<Mma, MI, NJ> &cur, FkSkinnyFrags<Mma, MI, NJ> &nxt) {
         const bool closes = BLOCK && fk_group_opens(p, (ss + 1) * Mma::KSS); /* this super-step ends a group */
         if (ss + 1 < ss_hi)
             fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, closes, cur.g);
@@ -412,7 +414,24 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
             /* at a group's end, and at the end of this warp's run (which may stop mid-group) */
             if (closes || ss + 1 == ss_hi) fk_flush<Mma, MI, NJ>(acc, accg, cur.g, lane);
         }
-        cur = nxt;
+    };
+    if constexpr (PAIR) {
+        /* PAIR: the two sets take turns. Copied back each super-step (below), the next weight was
+         * copied as soon as its loads were out, so the warp waited for them before it issued the
+         * loads after those: one super-step in flight, where taking turns lets the next loads go
+         * out once this super-step's products are issued. Where registers allow (with no more
+         * than the copy's form: otherwise it spilled, or fewer blocks fit, and was slower). */
+        int ss = ss_lo;
+        for (; ss + 1 < ss_hi; ss += 2) {
+            step(ss, f0, f1);
+            step(ss + 1, f1, f0);
+        }
+        if (ss < ss_hi) step(ss, f0, f1);
+    } else {
+        for (int ss = ss_lo; ss < ss_hi; ss++) {
+            step(ss, f0, f1);
+            f0 = f1;
+        }
     }
 
     /* Sum the W warps' partial tiles, in warp order. */
@@ -557,12 +576,13 @@ struct FkSkinnyGrid {
     size_t smem; /* dynamic shared memory per block */
     hipError_t prepared;
 };
-template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false>
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false,
+          bool PAIR = false>
 static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     constexpr int BN = NJ * Mma::TN;
     constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
     static_assert(SMEM <= FK_SMEM_FLOOR, "the warps' partial tiles fit every GPU of the build");
-    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS>;
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR>;
     /* As many blocks as fit on the GPU at once (no second, mostly idle wave), but every warp
      * gets at least 2 super-steps. (No carveout preference: the L1 keeps A's rows for the
      * warps of a multiprocessor.) */
@@ -588,11 +608,12 @@ static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     return g;
 }
 
-template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false>
+template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false,
+          bool PAIR = false>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
-    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS>;
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR>;
     if (p.M > MI * 16) return hipErrorInvalidValue;
-    const FkSkinnyGrid g = fk_skinny_grid<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS>(p);
+    const FkSkinnyGrid g = fk_skinny_grid<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR>(p);
     if (g.prepared != hipSuccess) return g.prepared;
     const int ntiles = g.ntiles, splits = g.splits;
     size_t need = splits > 1 ? FK_COUNTER_BYTES + (size_t)splits * p.M * p.N * sizeof(float) : 0;
@@ -713,12 +734,12 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
     switch (fk_skinny16_form(p.N, BLOCK)) {
 #if FK_FRAG_NV
     case 12:
-        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 12, 7, false>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 12, 7, false, 1, false, false, true>(p, st, ws_need, ws, ws_bytes);
         break;
 #endif
     case 8:
 #if FK_FRAG_NV
-        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false, 1, false, false, true>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
 #else
         if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 7, false>(p, st, ws_need, ws, ws_bytes);
@@ -740,7 +761,11 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
 #else
         else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 18, false>(p, st, ws_need, ws, ws_bytes);
 #endif
+#if FK_FRAG_NV
+        else return fk_go_skinny<Mma, 1, 3, 12, false, 1, false, false, true>(p, st, ws_need, ws, ws_bytes);
+#else
         else return fk_go_skinny<Mma, 1, 3, 12, false>(p, st, ws_need, ws, ws_bytes);
+#endif
     }
     return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
 }
