@@ -88,9 +88,10 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
          * (H200 110.5 against 113.8), 5120² M = 512 (45.7 against 49.7). Not where the last
          * row of tiles is half empty (same tile counts, H100: 12288×3072 M = 320 56.0 → 59.7,
          * 9216×3072 M = 448 56.2 → 58.8, 4096² M = 1088 74.8 → 77.1; stream-K was slower
-         * there than at the larger M, which is not understood), nor with K = 1536 (either
-         * way, −6 to +4 %), nor with block scales, whose stream-K kernel keeps two
-         * accumulator sets and lost at every one of these points (H200, 1.08–1.46×). */
+         * there than at the larger M, its stages arriving later where activation boxes cross
+         * row M), nor with K = 1536 (either way, −6 to +4 %), nor with block scales, whose
+         * stream-K kernel keeps two accumulator sets and lost at every one of these points
+         * (H200, 1.08–1.46×). */
         const int sk_frac = !block && sk_tail && k >= 3072 && m % 128 == 0;
         if (sk_frac ? 120 * waves192 * sms < 100 * tiles + 15 * sms : waves192 * 15 < waves128 * 11)
             return FK_VARIANT_WS192;
