@@ -758,12 +758,9 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
 #if FK_FRAG_NV
         else if (p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, false>(p, st, ws_need, ws, ws_bytes);
         else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 21, false>(p, st, ws_need, ws, ws_bytes);
-#else
-        else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 18, false>(p, st, ws_need, ws, ws_bytes);
-#endif
-#if FK_FRAG_NV
         else return fk_go_skinny<Mma, 1, 3, 12, false, 1, false, false, true>(p, st, ws_need, ws, ws_bytes);
 #else
+        else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 18, false>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_skinny<Mma, 1, 3, 12, false>(p, st, ws_need, ws, ws_bytes);
 #endif
     }
