@@ -522,6 +522,19 @@ static void fk_prefer_shared(const void *kern) {
 #endif
 }
 
+/* Lets kern launch with smem bytes of dynamic shared memory and, with carveout, prefer the
+ * largest carveout (fk_prefer_shared); *occ: its blocks of `threads` per multiprocessor (0
+ * where the query fails or threads is 0). The runtime's refusal of the shared memory, with
+ * *occ = 0. */
+static hipError_t fk_prepare(const void *kern, size_t smem, int threads, bool carveout, int *occ) {
+    *occ = 0;
+    const hipError_t e = hipFuncSetAttribute(kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != hipSuccess) return e;
+    if (carveout) fk_prefer_shared(kern);
+    if (threads > 0 && hipOccupancyMaxActiveBlocksPerMultiprocessor(occ, kern, threads, smem) != hipSuccess) *occ = 0;
+    return hipSuccess;
+}
+
 #if FK_NVIDIA
 static int fk_compute_capability() {
     static int cc = -1;
@@ -589,9 +602,8 @@ static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     static int occ;
     static hipError_t prepared;
     if (!occ) {
-        if (SMEM > 48 * 1024)
-            prepared = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
-        if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, W * 32, SMEM) != hipSuccess || occ < 1) occ = 1;
+        prepared = fk_prepare((const void *)kern, SMEM, W * 32, false, &occ);
+        if (occ < 1) occ = 1;
     }
     FkSkinnyGrid g;
     g.occ = occ;
@@ -776,11 +788,8 @@ static int fk_tiled_occ() {
     static int occ = -1;
     if (occ < 0) {
         auto kern = fk_gemm_tiled<Mma, WARPS_M, WARPS_N, MI, NJ, STAGES, MINB, BLOCK, RS>;
-        occ = 0;
-        if (hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM) == hipSuccess) {
-            fk_prefer_shared((const void *)kern);
-            if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, NTHREADS, SMEM) != hipSuccess || occ < 1) occ = 1;
-        }
+        int o;
+        occ = fk_prepare((const void *)kern, SMEM, NTHREADS, true, &o) != hipSuccess ? 0 : o < 1 ? 1 : o;
     }
     return occ;
 }
@@ -876,15 +885,6 @@ static bool fk_ws_maps(const FkParams &p, CUtensorMap *ta, CUtensorMap *tw) {
                CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* The largest dynamic shared memory for kern, once; its blocks per multiprocessor (0: none). */
-static int fk_ws_prepare(const void *kern, size_t smem, int threads) {
-    if (hipFuncSetAttribute(kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != hipSuccess) return 0;
-    fk_prefer_shared(kern);
-    int occ = 0;
-    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, smem) != hipSuccess) occ = 0;
-    return occ;
-}
-
 /* Whether kern was compiled to the registers at entry that Tile assumes: with a producer
  * warpgroup, consumers asking more registers than the producer gives back would wait forever. */
 template <class Tile>
@@ -912,7 +912,7 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
     }();
     static int occ = -1;
     if (occ < 0) {
-        occ = fk_ws_prepare((const void *)kern, Tile::SMEM, Tile::THREADS);
+        (void)fk_prepare((const void *)kern, Tile::SMEM, Tile::THREADS, true, &occ); /* refused: occ 0 */
         if (!fk_ws_regs_as_assumed<Tile>((const void *)kern)) occ = 0;
     }
     if (occ < 1) return hipErrorNotSupported; /* registers or shared memory refused */
@@ -974,8 +974,8 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     static bool tried;
     static hipError_t prepared;
     if (!tried) {
-        prepared = hipFuncSetAttribute((const void *)kern, hipFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
-        if (prepared == hipSuccess) fk_prefer_shared((const void *)kern);
+        int occ; /* not asked: one block per multiprocessor, as the grid assumes */
+        prepared = fk_prepare((const void *)kern, SMEM, 0, true, &occ);
         if (prepared == hipSuccess && !fk_ws_regs_as_assumed<Tile>((const void *)kern)) prepared = hipErrorNotSupported;
         tried = true;
     }
