@@ -737,10 +737,14 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * 3072×12288 14.79 / 16.07 → 14.18 / 15.38, 3072×6144 8.61 / 9.51 → 8.48 / 9.35;
          * block:32 6–8 %. Not elsewhere: the 96-column tiles of 7 warps lost 3 % to the
          * two-set 48-column tiles at N = 12288, 12 warps at 24 columns and K = 3072 1 %, and the
-         * 4-warp blocks 7–27 % (4096², 14336×4096). */
+         * 4-warp blocks 7–27 % (4096², 14336×4096). The 24-column form loads the next
+         * super-step's rows of A beside its weight (not A_LATE) where its super-steps are of 32
+         * or 16 k (block:32, block:16), which fits its 80 registers there: H100 back to back,
+         * 3072×12288 M = 16 block:32 19.52 → 18.44 µs, block:16 30.80 → 29.24, single calls up
+         * to 1.25× faster; at 64 k it spilled 20 bytes and was 7 % slower. */
         const int f = fk_skinny16_form(p.N, false);
         if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, true, true>(p, st, ws_need, ws, ws_bytes);
-        if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, true, true>(p, st, ws_need, ws, ws_bytes);
+        if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32), true>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
     switch (fk_skinny16_form(p.N, BLOCK)) {
