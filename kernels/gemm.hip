@@ -741,9 +741,11 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * super-step's rows of A beside its weight (not A_LATE) where its super-steps are of 32
          * or 16 k (block:32, block:16), which fits its 80 registers there: H100 back to back,
          * 3072×12288 M = 16 block:32 19.52 → 18.44 µs, block:16 30.80 → 29.24, single calls up
-         * to 1.25× faster; at 64 k it spilled 20 bytes and was 7 % slower. */
+         * to 1.25× faster; at 64 k it spilled 20 bytes and was 7 % slower. The 64-column form
+         * likewise at 32 k (block:32 8192² M = 16 28.61 → 27.26 µs, single call 42.6 → 34.0),
+         * not at 16 k (8192² 39.46 → 39.76) or 64 k (level). */
         const int f = fk_skinny16_form(p.N, false);
-        if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, true, true>(p, st, ws_need, ws, ws_bytes);
+        if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, (Mma::KSS != 32), true>(p, st, ws_need, ws, ws_bytes);
         if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32), true>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
