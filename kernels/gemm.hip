@@ -782,7 +782,16 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         else return fk_go_skinny<Mma, 1, 3, 12, false>(p, st, ws_need, ws, ws_bytes);
 #endif
     }
+#if FK_FRAG_NV
+    /* The 4-warp blocks load the next super-step's rows of A beside its weight at 32-k
+     * super-steps (block:32), as the one-wave forms above: H100 back to back, M = 1 / 16,
+     * 4096² 10.31 / 12.81 → 10.12 / 12.06 µs, 14336×4096 33.60 / 36.30 → 33.85 / 33.78 (H200:
+     * 12.50 → 11.89 and 37.06 → 33.97 at M = 16, M = 1 within 3 %); at 16 k
+     * (block:16) mixed (14336×4096 36.45 / 45.19 → 34.67 / 48.00), so later there. */
+    return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK, 1, BLOCK && Mma::KSS != 32>(p, st, ws_need, ws, ws_bytes);
+#else
     return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
+#endif
 }
 
 /* A tiled kernel's blocks per multiprocessor with its shared memory, found once (0: the
