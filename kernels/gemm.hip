@@ -287,18 +287,28 @@ struct FkSkinnyFrags {
 };
 
 /* The super-step at kbase (its rows of A unless LOAD_A is false); its group's scales where it
- * opens a group (open), else the previous super-step's (prev). */
-template <class Mma, int MI, int NJ, bool BLOCK, bool LOAD_A = true>
+ * opens a group (open), else the previous super-step's (prev). With AHEAD the opening group's
+ * scales are those loaded one group earlier (*ahead), and *ahead is sent for the group after
+ * it where that starts before kend. */
+template <class Mma, int MI, int NJ, bool BLOCK, bool LOAD_A = true, bool AHEAD = false>
 __device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, const FkParams &p, int kbase, int n0,
-                                               int lane, bool open, const FkGroupScales<Mma, NJ> &prev) {
+                                               int lane, bool open, const FkGroupScales<Mma, NJ> &prev,
+                                               FkGroupScales<Mma, NJ> *ahead = nullptr, int kend = 0) {
 #pragma unroll
     for (int nj = 0; nj < NJ; nj++) Mma::load_b_gmem(f.b[nj], p, kbase, n0 + nj * Mma::TN, lane);
     if constexpr (LOAD_A)
 #pragma unroll
         for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(f.a[mi], p, mi * 16, kbase, lane);
     if constexpr (BLOCK) {
-        if (open) fk_group_scales<Mma, NJ>(f.g, p, n0, kbase, lane);
-        else f.g = prev;
+        if (!open) {
+            f.g = prev;
+        } else if constexpr (AHEAD) {
+            f.g = *ahead;
+            const int kn = (fk_group_of(p, kbase) + 1) * p.G;
+            if (kn < kend) fk_group_scales<Mma, NJ>(*ahead, p, n0, kn, lane);
+        } else {
+            fk_group_scales<Mma, NJ>(f.g, p, n0, kbase, lane);
+        }
     }
 }
 
@@ -360,6 +370,21 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     }
     FkSkinnyFrags<Mma, MI, NJ> f0, f1;
     if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ, BLOCK, false>(f0, p, ss_lo * Mma::KSS, n0, lane, true, f0.g);
+    /* RS: a group's close needs the next group's scales (fk_next_units), which the super-step
+     * before the close sends for; loaded then, each close waits for a round trip to memory
+     * before the warp can go on to its next loads. With 64-k super-steps (groups of 64 k or
+     * more) they are sent when the group before opens instead (H200 back to back, block:128
+     * M = 16: 3072×12288 14.69 → 14.35 µs, 3072×6144 8.76 → 8.50, M = 1 level; block:64 M = 16
+     * 3–4 % faster, M = 1 from 2 % faster to 1 % slower). At 32-k super-steps (block:32) M = 1
+     * lost 1–3 % (3072×12288 17.19 → 17.44), so not there. (Their lines sent to L2 before the
+     * wait as well: 1–4 % slower.) */
+    constexpr bool AHEAD = RS && Mma::KSS >= 64;
+    const int kend = ss_hi * Mma::KSS < p.K ? ss_hi * Mma::KSS : p.K;
+    FkGroupScales<Mma, NJ> ahead;
+    if constexpr (AHEAD) {
+        const int kn = (fk_group_of(p, ss_lo * Mma::KSS) + 1) * p.G;
+        if (ss_lo < ss_hi && kn < kend) fk_group_scales<Mma, NJ>(ahead, p, n0, kn, lane);
+    }
     fk_grid_wait();
     fk_grid_release();
     /* The V adjacent columns this thread stores: their scales and biases arrive during the main
@@ -385,7 +410,8 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     auto step = [&](int ss, FkSkinnyFrags<Mma, MI, NJ> &cur, FkSkinnyFrags<Mma, MI, NJ> &nxt) {
         const bool closes = BLOCK && fk_group_opens(p, (ss + 1) * Mma::KSS); /* this super-step ends a group */
         if (ss + 1 < ss_hi)
-            fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, closes, cur.g);
+            fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE, AHEAD>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, closes, cur.g,
+                                                            &ahead, kend);
 #pragma unroll
         for (int j = 0; j < Mma::STEPS; j++)
 #pragma unroll
