@@ -324,9 +324,13 @@ __device__ __forceinline__ void fk_ld_f32(const float *ptr, float *v) {
 }
 
 template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false,
-          bool PAIR = false>
+          bool PAIR = false, bool SWAP = false>
 __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
+    /* SWAP (M <= 8, NVIDIA, no block scales): the weight is the product's 16-row operand and A
+     * the 8-column one, so that one instruction takes two fragments' columns (NA of them). */
+    static_assert(!SWAP || (MI == 1 && !BLOCK), "the swapped product: one row fragment, no block scales");
+    constexpr int NA = SWAP ? (NJ + 1) / 2 : NJ;
     /* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96
      * columns and 6 warps, one column each made 8 rounds of dependent loads and stores at
      * M = 16, all of it after the weight's last bytes had arrived. Not with two A fragments,
@@ -343,9 +347,9 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     const int seg = split * W + warp, nseg = p.splits * W;
     const int ss_lo = (int)((long long)seg * nss / nseg), ss_hi = (int)((long long)(seg + 1) * nss / nseg);
 
-    float acc[MI][NJ][Mma::NACC];
+    float acc[MI][NA][Mma::NACC];
     float accg[MI][NJ][Mma::NACC];
-    fk_zero<Mma, MI, NJ>(acc);
+    fk_zero<Mma, MI, NA>(acc);
     if constexpr (BLOCK && !RS) fk_zero<Mma, MI, NJ>(accg);
 
     /* Back to back (Hopper): the first FK_SKINNY_WARM super-steps of this warp's weight go to
@@ -412,15 +416,25 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
         if (ss + 1 < ss_hi)
             fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE, AHEAD>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, closes, cur.g,
                                                             &ahead, kend);
+        if constexpr (SWAP) {
+            const typename Mma::BFrag none = {};
 #pragma unroll
-        for (int j = 0; j < Mma::STEPS; j++)
+            for (int j = 0; j < Mma::STEPS; j++)
 #pragma unroll
-            for (int mi = 0; mi < MI; mi++)
+                for (int q = 0; q < NA; q++)
+                    Mma::mma_swap(cur.a[0], cur.b[2 * q], 2 * q + 1 < NJ ? cur.b[2 * q + 1 < NJ ? 2 * q + 1 : 0] : none, j,
+                                  acc[0][q]);
+        } else {
 #pragma unroll
-                for (int nj = 0; nj < NJ; nj++) {
-                    if constexpr (BLOCK && !RS) Mma::mma(cur.a[mi], cur.b[nj], j, accg[mi][nj]);
-                    else Mma::mma(cur.a[mi], cur.b[nj], j, acc[mi][nj]);
-                }
+            for (int j = 0; j < Mma::STEPS; j++)
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                    for (int nj = 0; nj < NJ; nj++) {
+                        if constexpr (BLOCK && !RS) Mma::mma(cur.a[mi], cur.b[nj], j, accg[mi][nj]);
+                        else Mma::mma(cur.a[mi], cur.b[nj], j, acc[mi][nj]);
+                    }
+        }
         if constexpr (A_LATE) {
             if (ss + 1 < ss_hi) {
                 fk_syncwarp(); /* keeps the loads after the products */
@@ -461,13 +475,22 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     }
 
     /* Sum the W warps' partial tiles, in warp order. */
+    if constexpr (SWAP) {
+        /* accumulator rows are columns of Y, its columns rows of Y */
 #pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int nj = 0; nj < NJ; nj++)
+        for (int q = 0; q < NA; q++)
 #pragma unroll
             for (int i = 0; i < Mma::NACC; i++)
-                red[warp][mi * 16 + Mma::acc_row(lane, i)][nj * Mma::TN + Mma::acc_col(lane, i)] = acc[mi][nj][i];
+                if (q * 16 + Mma::acc_row(lane, i) < BN) red[warp][Mma::acc_col(lane, i)][q * 16 + Mma::acc_row(lane, i)] = acc[0][q][i];
+    } else {
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int nj = 0; nj < NJ; nj++)
+#pragma unroll
+                for (int i = 0; i < Mma::NACC; i++)
+                    red[warp][mi * 16 + Mma::acc_row(lane, i)][nj * Mma::TN + Mma::acc_col(lane, i)] = acc[mi][nj][i];
+    }
     __syncthreads();
     const int rows = p.M < ROWS ? p.M : ROWS;
     for (int idx = tid; idx < rows * (BN / V) && tid < EPI; idx += EPI) {
@@ -616,12 +639,12 @@ struct FkSkinnyGrid {
     hipError_t prepared;
 };
 template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false,
-          bool PAIR = false>
+          bool PAIR = false, bool SWAP = false>
 static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     constexpr int BN = NJ * Mma::TN;
     constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
     static_assert(SMEM <= FK_SMEM_FLOOR, "the warps' partial tiles fit every GPU of the build");
-    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR>;
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR, SWAP>;
     /* As many blocks as fit on the GPU at once (no second, mostly idle wave), but every warp
      * gets at least 2 super-steps. (No carveout preference: the L1 keeps A's rows for the
      * warps of a multiprocessor.) */
@@ -647,11 +670,11 @@ static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
 }
 
 template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false,
-          bool PAIR = false>
+          bool PAIR = false, bool SWAP = false>
 static hipError_t fk_go_skinny(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
-    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR>;
-    if (p.M > MI * 16) return hipErrorInvalidValue;
-    const FkSkinnyGrid g = fk_skinny_grid<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR>(p);
+    auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR, SWAP>;
+    if (p.M > (SWAP ? 8 : MI * 16)) return hipErrorInvalidValue;
+    const FkSkinnyGrid g = fk_skinny_grid<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR, SWAP>(p);
     if (g.prepared != hipSuccess) return g.prepared;
     const int ntiles = g.ntiles, splits = g.splits;
     size_t need = splits > 1 ? FK_COUNTER_BYTES + (size_t)splits * p.M * p.N * sizeof(float) : 0;
@@ -752,9 +775,18 @@ static double fk_skinny16_fill(const FkParams &p) {
     return fk_wave_fill(fk_skinny_grid<MmaAmd, 1, FK_SKINNY16_NJ, 4, false>(p));
 #endif
 }
-template <class Mma, bool BLOCK, bool RS = false>
+template <class Mma, bool BLOCK, bool RS = false, bool SWAP = false>
 static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
 #if FK_FRAG_NV
+    /* Up to 8 rows without block scales: the same forms with the product's operands swapped
+     * (SWAP in fk_gemm_skinny: the weight as the 16-row operand, so that one instruction takes 16
+     * columns instead of 8, half the instructions; 50 fewer registers at 96 columns). H200
+     * back to back, M = 1 / 8: 12288×3072 11.41 / 11.63 → 10.24 / 10.40 µs, 8192² 17.36 / 17.78
+     * → 16.34 / 16.59, 3072×12288 10.88 / 11.26 → 10.56 / 10.88, 3072² 4.43 / 4.64 → 4.27 /
+     * 4.48. (With block scales the scales would follow the accumulators' rows: not done.) */
+    if constexpr (!BLOCK && !SWAP) {
+        if (p.M <= 8) return fk_go_skinny16<Mma, false, false, true>(p, st, ws_need, ws, ws_bytes);
+    }
     if constexpr (RS) {
         /* Block scales in units of the current group (FK_SCALE_BLOCK_RS): no second accumulator
          * set, so the 64- and 24-column tiles take as many warps as with tensor scales (12 and
@@ -778,12 +810,12 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
     switch (fk_skinny16_form(p.N, BLOCK)) {
 #if FK_FRAG_NV
     case 12:
-        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 12, 7, false, 1, false, false, true>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 12, 7, false, 1, false, false, true, SWAP>(p, st, ws_need, ws, ws_bytes);
         break;
 #endif
     case 8:
 #if FK_FRAG_NV
-        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false, 1, false, false, true>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false, 1, false, false, true, SWAP>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_skinny<Mma, 1, 8, 8, true>(p, st, ws_need, ws, ws_bytes);
 #else
         if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 7, false>(p, st, ws_need, ws, ws_bytes);
@@ -800,9 +832,9 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
             return fk_go_skinny<Mma, 1, 3, 12, true>(p, st, ws_need, ws, ws_bytes);
         }
 #if FK_FRAG_NV
-        else if (p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, false>(p, st, ws_need, ws, ws_bytes);
-        else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 21, false>(p, st, ws_need, ws, ws_bytes);
-        else return fk_go_skinny<Mma, 1, 3, 12, false, 1, false, false, true>(p, st, ws_need, ws, ws_bytes);
+        else if (p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, false, 1, false, false, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+        else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 21, false, 1, false, false, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_skinny<Mma, 1, 3, 12, false, 1, false, false, true, SWAP>(p, st, ws_need, ws, ws_bytes);
 #else
         else if (p.K > 3072) return fk_go_skinny<Mma, 1, 3, 18, false>(p, st, ws_need, ws, ws_bytes);
         else return fk_go_skinny<Mma, 1, 3, 12, false>(p, st, ws_need, ws, ws_bytes);
@@ -814,7 +846,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
      * 4096² 10.31 / 12.81 → 10.12 / 12.06 µs, 14336×4096 33.60 / 36.30 → 33.85 / 33.78 (H200:
      * 12.50 → 11.89 and 37.06 → 33.97 at M = 16, M = 1 within 3 %); at 16 k
      * (block:16) mixed (14336×4096 36.45 / 45.19 → 34.67 / 48.00), so later there. */
-    return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK, 1, BLOCK && Mma::KSS != 32>(p, st, ws_need, ws, ws_bytes);
+    return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK, 1, BLOCK && Mma::KSS != 32, false, false, SWAP>(p, st, ws_need, ws, ws_bytes);
 #else
     return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
 #endif

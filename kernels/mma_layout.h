@@ -17,6 +17,12 @@
  * j of the B span and 2j, 2j+1 of the A spans, so its positions 2t, 2t+1, 2t+8, 2t+9 hold the
  * logical k = 4Pt + 4j + 0, 1, 2, 3. Block scales need every super-step inside one K-group,
  * hence P = 4 only when 64 divides the group, 2 when 32 does, else 1.
+ *
+ * With at most 8 rows of A the skinny kernel swaps the operands (MmaNv::mma_swap): the weight
+ * spans of columns g and g+8 of a 16-column tile fill A's registers (a0/a2 from column g's word
+ * j, a1/a3 from column g+8's), row g's A span fills B's (b0, b1: words 2j and 2j+1), so the
+ * same K permutation holds and accumulator i is column fk_mma_c_row(lane, i) of the tile, row
+ * fk_mma_c_col(lane, i) of A.
  */
 #ifndef FK_MMA_LAYOUT_H
 #define FK_MMA_LAYOUT_H

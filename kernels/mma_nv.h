@@ -95,6 +95,18 @@ struct MmaNv {
             : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]), "r"(b0), "r"(b1));
     }
 
+    /* The same with the operands' roles swapped (M <= 8): the weight fragments of columns 0–7 (w0)
+     * and 8–15 (w8) of a 16-column tile as the 16-row operand, rows 0–7 of A as the 8-column
+     * one; accumulator row = column of the tile, accumulator column = row of A. */
+    static __device__ __forceinline__ void mma_swap(const AFrag &a, const BFrag &w0, const BFrag &w8, int j, float *c) {
+        const uint32_t x0 = w0.w[fk_b_word(j)], x8 = w8.w[fk_b_word(j)];
+        const uint32_t a0 = fk_e5m2x2_lo(x0), a1 = fk_e5m2x2_lo(x8), a2 = fk_e5m2x2_hi(x0), a3 = fk_e5m2x2_hi(x8);
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(a.r0[fk_a_word(j, 0)]), "r"(a.r0[fk_a_word(j, 2)]));
+    }
+
     static __host__ __device__ __forceinline__ int acc_row(int lane, int i) { return fk_mma_c_row(lane, i); }
     static __host__ __device__ __forceinline__ int acc_col(int lane, int i) { return fk_mma_c_col(lane, i); }
     /* A lane's accumulators of a tile lie in NSC columns: accumulator i in column sc_of(i)'s. */
