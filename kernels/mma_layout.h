@@ -59,6 +59,13 @@ FK_HD int fk_a_half(int r) { return r & 1; }
 /* For instruction j, B register r comes from word j of the B span: bytes 2r, 2r+1. */
 FK_HD int fk_b_word(int j) { return j; }
 
+/* The swapped product (at most 8 rows of A; see the top): for instruction j, A register r
+ * holds bytes 0,1 (fk_swap_a_hi(r) = 0) or 2,3 of word fk_b_word(j) of the weight span of
+ * column g + 8·fk_swap_a_col8(r); B register r is word fk_swap_b_word(j, r) of row g's A span. */
+FK_HD int fk_swap_a_col8(int r) { return r & 1; }
+FK_HD int fk_swap_a_hi(int r) { return r >> 1; }
+FK_HD int fk_swap_b_word(int j, int r) { return fk_a_word(j, 2 * r); }
+
 /* prmt (__byte_perm(w, 0, sel)) selectors turning bytes (0,1) / (2,3) of w into two halves
  * whose high bytes they are: selector nibble n picks byte n of the result, 0–3 from w, 4 = 0. */
 #define FK_NV_PRMT_LO 0x1404u

@@ -100,11 +100,17 @@ struct MmaNv {
      * one; accumulator row = column of the tile, accumulator column = row of A. */
     static __device__ __forceinline__ void mma_swap(const AFrag &a, const BFrag &w0, const BFrag &w8, int j, float *c) {
         const uint32_t x0 = w0.w[fk_b_word(j)], x8 = w8.w[fk_b_word(j)];
-        const uint32_t a0 = fk_e5m2x2_lo(x0), a1 = fk_e5m2x2_lo(x8), a2 = fk_e5m2x2_hi(x0), a3 = fk_e5m2x2_hi(x8);
+        const uint32_t a0 = swap_a(x0, x8, 0), a1 = swap_a(x0, x8, 1), a2 = swap_a(x0, x8, 2), a3 = swap_a(x0, x8, 3);
         asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
             "{%8,%9}, {%0,%1,%2,%3};\n"
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(a.r0[fk_a_word(j, 0)]), "r"(a.r0[fk_a_word(j, 2)]));
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(a.r0[fk_swap_b_word(j, 0)]), "r"(a.r0[fk_swap_b_word(j, 1)]));
+    }
+    /* Register r of the swapped product's weight operand from word j of columns g (x0) and
+     * g+8 (x8). */
+    static __device__ __forceinline__ uint32_t swap_a(uint32_t x0, uint32_t x8, int r) {
+        const uint32_t x = fk_swap_a_col8(r) ? x8 : x0;
+        return fk_swap_a_hi(r) ? fk_e5m2x2_hi(x) : fk_e5m2x2_lo(x);
     }
 
     static __host__ __device__ __forceinline__ int acc_row(int lane, int i) { return fk_mma_c_row(lane, i); }
