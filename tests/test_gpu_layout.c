@@ -151,6 +151,25 @@ static int doc_b_k(int l, int r, int h) { return 2 * (l % 4) + h + (r ? 8 : 0); 
 static int doc_c_row(int l, int i) { return l / 4 + (i >= 2 ? 8 : 0); }
 static int doc_c_col(int l, int i) { return 2 * (l % 4) + i % 2; }
 
+/* D += A·B for one m16n8k16 instruction whose lanes hold areg and breg, read through the
+ * documented layouts above. */
+static void doc_mma(uint32_t areg[32][4], uint32_t breg[32][2], double D[16][8]) {
+    double Am[16][16], Bm[16][8];
+    for (int l = 0; l < 32; l++)
+        for (int h = 0; h < 2; h++) {
+            for (int r = 0; r < 4; r++) Am[doc_a_row(l, r)][doc_a_k(l, r, h)] = h2d((uint16_t)(areg[l][r] >> (16 * h)));
+            for (int r = 0; r < 2; r++) Bm[doc_b_k(l, r, h)][l / 4] = h2d((uint16_t)(breg[l][r] >> (16 * h)));
+        }
+    for (int i = 0; i < 16; i++)
+        for (int c = 0; c < 8; c++)
+            for (int k = 0; k < 16; k++) D[i][c] += Am[i][k] * Bm[k][c];
+}
+
+/* Word w (little-endian) of a weight span. */
+static uint32_t span_word(const uint8_t *b, int w) {
+    return (uint32_t)b[4 * w] | (uint32_t)b[4 * w + 1] << 8 | (uint32_t)b[4 * w + 2] << 16 | (uint32_t)b[4 * w + 3] << 24;
+}
+
 TEST(gpu_layout_mma_maps_match_the_ptx_isa) {
     for (int l = 0; l < 32; l++) {
         for (int r = 0; r < 4; r++)
@@ -214,57 +233,60 @@ TEST(gpu_layout_block_groups_shift_or_divide) {
     }
 }
 
-TEST(gpu_layout_mma_emulated_superstep_product_every_p) {
-    uint32_t s = 777;
+/* One super-step of every P, its registers built as MmaNv<P> builds them, run through the
+ * documented instruction, and the accumulators read back through the kernel's map against a
+ * direct product. swap: the product of at most 8 rows of A with the operands swapped
+ * (MmaNv<P>::mma_swap): the weight spans of columns g and g+8 of a 16-column tile as the 16-row
+ * operand, row g's A span as the 8-column one; accumulator i is then column fk_mma_c_row(l, i)
+ * of the tile and row fk_mma_c_col(l, i) of A. */
+static void check_superstep_products(int swap, uint32_t s) {
+    const int rows = swap ? 8 : 16, cols = swap ? 16 : 8;
     for (int P = 1; P <= 4; P *= 2) {
         const int KS = 16 * P;
         for (int trial = 0; trial < 10; trial++) {
             uint16_t A[16][64];
-            uint8_t Q[8][64]; /* Q[n][k] for the super-step's k */
-            uint8_t packed[4][8][16]; /* packed[kb][n][i] = Q[n][16kb+i] */
-            for (int r = 0; r < 16; r++)
+            uint8_t Q[16][64];         /* Q[n][k] for the super-step's k */
+            uint8_t packed[4][16][16]; /* packed[kb][n][i] = Q[n][16kb+i] */
+            for (int r = 0; r < rows; r++)
                 for (int k = 0; k < KS; k++) A[r][k] = rand_f16(&s);
-            for (int n = 0; n < 8; n++)
+            for (int n = 0; n < cols; n++)
                 for (int k = 0; k < KS; k++) packed[k / 16][n][k % 16] = Q[n][k] = rand_e5m2(&s);
             double D[16][8] = {{0}};
             for (int j = 0; j < P; j++) {
-                /* registers of instruction j, built as MmaNv<P> builds them */
                 uint32_t areg[32][4], breg[32][2];
                 for (int l = 0; l < 32; l++) {
-                    int k0 = fk_span_k0(P, l), g = fk_span_row(l);
-                    for (int r = 0; r < 4; r++) {
-                        int row = g + 8 * fk_a_half(r), w = fk_a_word(j, r);
-                        areg[l][r] = (uint32_t)A[row][k0 + 2 * w] | (uint32_t)A[row][k0 + 2 * w + 1] << 16;
+                    const int k0 = fk_span_k0(P, l), g = fk_span_row(l);
+                    if (swap) {
+                        for (int r = 0; r < 4; r++) {
+                            const int col = fk_span_col(l) + 8 * fk_swap_a_col8(r);
+                            const uint32_t word = span_word(&packed[k0 / 16][col][k0 % 16], fk_b_word(j));
+                            areg[l][r] = prmt(word, 0, fk_swap_a_hi(r) ? FK_NV_PRMT_HI : FK_NV_PRMT_LO);
+                        }
+                        for (int r = 0; r < 2; r++) {
+                            const int w = fk_swap_b_word(j, r);
+                            breg[l][r] = (uint32_t)A[g][k0 + 2 * w] | (uint32_t)A[g][k0 + 2 * w + 1] << 16;
+                        }
+                    } else {
+                        for (int r = 0; r < 4; r++) {
+                            const int row = g + 8 * fk_a_half(r), w = fk_a_word(j, r);
+                            areg[l][r] = (uint32_t)A[row][k0 + 2 * w] | (uint32_t)A[row][k0 + 2 * w + 1] << 16;
+                        }
+                        const uint32_t word = span_word(&packed[k0 / 16][fk_span_col(l)][k0 % 16], fk_b_word(j));
+                        breg[l][0] = prmt(word, 0, FK_NV_PRMT_LO);
+                        breg[l][1] = prmt(word, 0, FK_NV_PRMT_HI);
                     }
-                    const uint8_t *b = &packed[k0 / 16][fk_span_col(l)][k0 % 16];
-                    int w = fk_b_word(j);
-                    uint32_t word = (uint32_t)b[4 * w] | (uint32_t)b[4 * w + 1] << 8 |
-                                    (uint32_t)b[4 * w + 2] << 16 | (uint32_t)b[4 * w + 3] << 24;
-                    breg[l][0] = prmt(word, 0, FK_NV_PRMT_LO);
-                    breg[l][1] = prmt(word, 0, FK_NV_PRMT_HI);
                 }
-                /* the instruction, from the documented layout */
-                double Am[16][16], Bm[16][8];
-                for (int l = 0; l < 32; l++)
-                    for (int h = 0; h < 2; h++) {
-                        for (int r = 0; r < 4; r++)
-                            Am[doc_a_row(l, r)][doc_a_k(l, r, h)] = h2d((uint16_t)(areg[l][r] >> (16 * h)));
-                        for (int r = 0; r < 2; r++)
-                            Bm[doc_b_k(l, r, h)][l / 4] = h2d((uint16_t)(breg[l][r] >> (16 * h)));
-                    }
-                for (int i = 0; i < 16; i++)
-                    for (int c = 0; c < 8; c++)
-                        for (int k = 0; k < 16; k++) D[i][c] += Am[i][k] * Bm[k][c];
+                doc_mma(areg, breg, D);
             }
-            /* accumulators read through the kernel's map against the whole super-step's product */
             for (int l = 0; l < 32; l++)
                 for (int i = 0; i < 4; i++) {
-                    double got = D[doc_c_row(l, i)][doc_c_col(l, i)];
-                    int row = fk_mma_c_row(l, i), col = fk_mma_c_col(l, i);
+                    const double got = D[doc_c_row(l, i)][doc_c_col(l, i)];
+                    const int row = swap ? fk_mma_c_col(l, i) : fk_mma_c_row(l, i);
+                    const int col = swap ? fk_mma_c_row(l, i) : fk_mma_c_col(l, i);
                     double want = 0;
                     for (int k = 0; k < KS; k++) want += h2d(A[row][k]) * feather_e5m2_to_f32(Q[col][k]);
                     if (got != want) {
-                        test_fail(__FILE__, __LINE__, "P=%d lane %d acc %d: %g != %g", P, l, i, got, want);
+                        test_fail(__FILE__, __LINE__, "swap=%d P=%d lane %d acc %d: %g != %g", swap, P, l, i, got, want);
                         return;
                     }
                 }
@@ -272,65 +294,9 @@ TEST(gpu_layout_mma_emulated_superstep_product_every_p) {
     }
 }
 
-/* The same with the operands swapped (at most 8 rows of A): the weight spans of columns g and
- * g+8 of a 16-column tile as the 16-row operand, row g's A span as the 8-column one, built as
- * MmaNv<P>::mma_swap builds them; accumulator i is then column fk_mma_c_row(l, i) of the tile
- * and row fk_mma_c_col(l, i) of A. */
-TEST(gpu_layout_mma_swapped_superstep_product_every_p) {
-    uint32_t s = 4242;
-    for (int P = 1; P <= 4; P *= 2) {
-        const int KS = 16 * P;
-        for (int trial = 0; trial < 10; trial++) {
-            uint16_t A[8][64];
-            uint8_t Q[16][64];          /* Q[n][k] for the super-step's k */
-            uint8_t packed[4][16][16];  /* packed[kb][n][i] = Q[n][16kb+i] */
-            for (int r = 0; r < 8; r++)
-                for (int k = 0; k < KS; k++) A[r][k] = rand_f16(&s);
-            for (int n = 0; n < 16; n++)
-                for (int k = 0; k < KS; k++) packed[k / 16][n][k % 16] = Q[n][k] = rand_e5m2(&s);
-            double D[16][8] = {{0}};
-            for (int j = 0; j < P; j++) {
-                uint32_t areg[32][4], breg[32][2];
-                for (int l = 0; l < 32; l++) {
-                    const int k0 = fk_span_k0(P, l), g = fk_span_row(l);
-                    for (int r = 0; r < 4; r++) {
-                        const uint8_t *b = &packed[k0 / 16][fk_span_col(l) + 8 * fk_swap_a_col8(r)][k0 % 16];
-                        const int w = fk_b_word(j);
-                        uint32_t word = (uint32_t)b[4 * w] | (uint32_t)b[4 * w + 1] << 8 |
-                                        (uint32_t)b[4 * w + 2] << 16 | (uint32_t)b[4 * w + 3] << 24;
-                        areg[l][r] = prmt(word, 0, fk_swap_a_hi(r) ? FK_NV_PRMT_HI : FK_NV_PRMT_LO);
-                    }
-                    for (int r = 0; r < 2; r++) {
-                        const int w = fk_swap_b_word(j, r);
-                        breg[l][r] = (uint32_t)A[g][k0 + 2 * w] | (uint32_t)A[g][k0 + 2 * w + 1] << 16;
-                    }
-                }
-                double Am[16][16], Bm[16][8];
-                for (int l = 0; l < 32; l++)
-                    for (int h = 0; h < 2; h++) {
-                        for (int r = 0; r < 4; r++)
-                            Am[doc_a_row(l, r)][doc_a_k(l, r, h)] = h2d((uint16_t)(areg[l][r] >> (16 * h)));
-                        for (int r = 0; r < 2; r++)
-                            Bm[doc_b_k(l, r, h)][l / 4] = h2d((uint16_t)(breg[l][r] >> (16 * h)));
-                    }
-                for (int i = 0; i < 16; i++)
-                    for (int c = 0; c < 8; c++)
-                        for (int k = 0; k < 16; k++) D[i][c] += Am[i][k] * Bm[k][c];
-            }
-            for (int l = 0; l < 32; l++)
-                for (int i = 0; i < 4; i++) {
-                    const double got = D[doc_c_row(l, i)][doc_c_col(l, i)];
-                    const int n = fk_mma_c_row(l, i), m = fk_mma_c_col(l, i);
-                    double want = 0;
-                    for (int k = 0; k < KS; k++) want += h2d(A[m][k]) * feather_e5m2_to_f32(Q[n][k]);
-                    if (got != want) {
-                        test_fail(__FILE__, __LINE__, "P=%d lane %d acc %d: %g != %g", P, l, i, got, want);
-                        return;
-                    }
-                }
-        }
-    }
-}
+TEST(gpu_layout_mma_emulated_superstep_product_every_p) { check_superstep_products(0, 777); }
+
+TEST(gpu_layout_mma_swapped_superstep_product_every_p) { check_superstep_products(1, 4242); }
 
 /* ---- Hopper wgmma with the weight as register operand: per warp, A has mma.m16n8k16's A
  * layout (doc_a_* above) in natural k order; accumulator i of a warp sits at row
