@@ -26,6 +26,12 @@ static uint16_t rand_f16(uint32_t *s) {
     return feather_f32_to_f16(v);
 }
 static double h2d(uint16_t h) { return feather_f16_to_f32(h); }
+/* Word w (little-endian) of a weight record or span, as one 32-bit load reads it. */
+static uint32_t span_word(const uint8_t *b, int w) {
+    return (uint32_t)b[4 * w] | (uint32_t)b[4 * w + 1] << 8 | (uint32_t)b[4 * w + 2] << 16 | (uint32_t)b[4 * w + 3] << 24;
+}
+/* Word w of a row of halves: halves 2w (low) and 2w + 1. */
+static uint32_t half_word(const uint16_t *row, int w) { return (uint32_t)row[2 * w] | (uint32_t)row[2 * w + 1] << 16; }
 
 /* v_perm_b32 D = perm(S0, S1, sel) as the RDNA3 ISA describes it: each selector byte picks a
  * byte of the 8-byte value {S0, S1} (0–3: S1, 4–7: S0), 12 gives 0x00, 13 and up 0xff. */
@@ -107,8 +113,7 @@ TEST(gpu_layout_wmma_emulated_tile_product) {
             for (int h = 0; h < 16; h++) areg[l][h] = A[fk_wmma_a_row(l)][fk_wmma_ab_k(h)];
             const uint8_t *r = rec[fk_wmma_b_col(l)];
             for (int w = 0; w < 4; w++) {
-                uint32_t word = (uint32_t)r[4 * w] | (uint32_t)r[4 * w + 1] << 8 |
-                                (uint32_t)r[4 * w + 2] << 16 | (uint32_t)r[4 * w + 3] << 24;
+                uint32_t word = span_word(r, w);
                 uint32_t lo = v_perm_b32(0, word, FK_AMD_PERM_LO), hi = v_perm_b32(0, word, FK_AMD_PERM_HI);
                 breg[l][4 * w + 0] = (uint16_t)lo; breg[l][4 * w + 1] = (uint16_t)(lo >> 16);
                 breg[l][4 * w + 2] = (uint16_t)hi; breg[l][4 * w + 3] = (uint16_t)(hi >> 16);
@@ -163,11 +168,6 @@ static void doc_mma(uint32_t areg[32][4], uint32_t breg[32][2], double D[16][8])
     for (int i = 0; i < 16; i++)
         for (int c = 0; c < 8; c++)
             for (int k = 0; k < 16; k++) D[i][c] += Am[i][k] * Bm[k][c];
-}
-
-/* Word w (little-endian) of a weight span. */
-static uint32_t span_word(const uint8_t *b, int w) {
-    return (uint32_t)b[4 * w] | (uint32_t)b[4 * w + 1] << 8 | (uint32_t)b[4 * w + 2] << 16 | (uint32_t)b[4 * w + 3] << 24;
 }
 
 TEST(gpu_layout_mma_maps_match_the_ptx_isa) {
@@ -262,15 +262,9 @@ static void check_superstep_products(int swap, uint32_t s) {
                             const uint32_t word = span_word(&packed[k0 / 16][col][k0 % 16], fk_b_word(j));
                             areg[l][r] = prmt(word, 0, fk_swap_a_hi(r) ? FK_NV_PRMT_HI : FK_NV_PRMT_LO);
                         }
-                        for (int r = 0; r < 2; r++) {
-                            const int w = fk_swap_b_word(j, r);
-                            breg[l][r] = (uint32_t)A[g][k0 + 2 * w] | (uint32_t)A[g][k0 + 2 * w + 1] << 16;
-                        }
+                        for (int r = 0; r < 2; r++) breg[l][r] = half_word(&A[g][k0], fk_swap_b_word(j, r));
                     } else {
-                        for (int r = 0; r < 4; r++) {
-                            const int row = g + 8 * fk_a_half(r), w = fk_a_word(j, r);
-                            areg[l][r] = (uint32_t)A[row][k0 + 2 * w] | (uint32_t)A[row][k0 + 2 * w + 1] << 16;
-                        }
+                        for (int r = 0; r < 4; r++) areg[l][r] = half_word(&A[g + 8 * fk_a_half(r)][k0], fk_a_word(j, r));
                         const uint32_t word = span_word(&packed[k0 / 16][fk_span_col(l)][k0 % 16], fk_b_word(j));
                         breg[l][0] = prmt(word, 0, FK_NV_PRMT_LO);
                         breg[l][1] = prmt(word, 0, FK_NV_PRMT_HI);
@@ -317,8 +311,7 @@ TEST(gpu_layout_wgmma_register_operand_and_accumulators) {
             for (int r = 0; r < 4; r++) {
                 const uint8_t *rp = rec[16 * w + g + 8 * fk_wg_a_row8(r)];
                 int wd = fk_wg_a_word(t, r);
-                uint32_t word = (uint32_t)rp[4 * wd] | (uint32_t)rp[4 * wd + 1] << 8 |
-                                (uint32_t)rp[4 * wd + 2] << 16 | (uint32_t)rp[4 * wd + 3] << 24;
+                uint32_t word = span_word(rp, wd);
                 uint32_t reg = prmt(word, 0, fk_wg_a_sel(t));
                 for (int h = 0; h < 2; h++)
                     Am[16 * w + doc_a_row(l, r)][doc_a_k(l, r, h)] = h2d((uint16_t)(reg >> (16 * h)));
