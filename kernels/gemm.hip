@@ -55,14 +55,35 @@ __device__ __forceinline__ void fk_group_scales(FkGroupScales<Mma, NJ> &g, const
         g.s[i] = G::COLS % 32 == 0 || lane + 32 * i < G::COLS ? fk_block_scale(p, col0 + lane + 32 * i, k) : 0.0f;
 }
 
+/* Accumulator tiles of NJ fragments: one per fragment, or with the operands swapped (SWAP in
+ * fk_gemm_skinny) one per two. */
+template <int NJ, bool SWAP>
+struct FkAccTiles {
+    static constexpr int N = SWAP ? (NJ + 1) / 2 : NJ;
+};
+
 /* The values of g (per column, held as group scales are) for the columns of this lane's
- * accumulators of fragment nj. Called by whole warps. */
-template <class Mma, int NJ>
-__device__ __forceinline__ void fk_frag_cols(const FkGroupScales<Mma, NJ> &g, int nj, int lane, float (&s)[Mma::NSC]) {
+ * accumulators of tile t: accumulator i takes s[fk_acc_sc<Mma, SWAP>(i)]. Swapped, tile t holds
+ * fragments 2t (accumulators 0, 1) and 2t + 1 (2, 3), in the lane's column g of each. Called by
+ * whole warps. */
+template <class Mma, int NJ, bool SWAP = false>
+__device__ __forceinline__ void fk_frag_cols(const FkGroupScales<Mma, NJ> &g, int t, int lane, float (&s)[Mma::NSC]) {
+    if constexpr (SWAP) {
+        static_assert(Mma::NSC >= 2, "two fragments per swapped tile");
 #pragma unroll
-    for (int j = 0; j < Mma::NSC; j++)
-        s[j] = fk_shfl(g.s[fk_gsc_reg(nj, Mma::TN)], fk_gsc_lane(nj, Mma::TN, Mma::acc_col(lane, j)));
+        for (int h = 0; h < 2; h++) {
+            const int nj = 2 * t + h < NJ ? 2 * t + h : 0;
+            const float v = fk_shfl(g.s[fk_gsc_reg(nj, Mma::TN)], fk_gsc_lane(nj, Mma::TN, Mma::acc_row(lane, 0)));
+            s[h] = 2 * t + h < NJ ? v : 0.0f;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < Mma::NSC; j++)
+            s[j] = fk_shfl(g.s[fk_gsc_reg(t, Mma::TN)], fk_gsc_lane(t, Mma::TN, Mma::acc_col(lane, j)));
+    }
 }
+template <class Mma, bool SWAP>
+__device__ __forceinline__ int fk_acc_sc(int i) { return SWAP ? fk_swap_c_frag(i) : Mma::sc_of(i); }
 
 /* acc += accg · s (per column, the group's scales g); accg = 0. Called by whole warps. */
 template <class Mma, int MI, int NJ>
@@ -84,28 +105,28 @@ __device__ __forceinline__ void fk_flush(float (&acc)[MI][NJ][Mma::NACC], float 
 }
 
 /* acc ·= f (per column, f held as group scales are). Called by whole warps. */
-template <class Mma, int MI, int NJ>
-__device__ __forceinline__ void fk_scale_cols(float (&acc)[MI][NJ][Mma::NACC], const FkGroupScales<Mma, NJ> &f, int lane) {
+template <class Mma, int MI, int NJ, bool SWAP = false, int NT = FkAccTiles<NJ, SWAP>::N>
+__device__ __forceinline__ void fk_scale_cols(float (&acc)[MI][NT][Mma::NACC], const FkGroupScales<Mma, NJ> &f, int lane) {
 #pragma unroll
-    for (int nj = 0; nj < NJ; nj++) {
+    for (int t = 0; t < NT; t++) {
         float s[Mma::NSC];
-        fk_frag_cols<Mma, NJ>(f, nj, lane, s);
+        fk_frag_cols<Mma, NJ, SWAP>(f, t, lane, s);
 #pragma unroll
         for (int i = 0; i < Mma::NACC; i++)
 #pragma unroll
-            for (int mi = 0; mi < MI; mi++) acc[mi][nj][i] *= s[Mma::sc_of(i)];
+            for (int mi = 0; mi < MI; mi++) acc[mi][t][i] *= s[fk_acc_sc<Mma, SWAP>(i)];
     }
 }
 
 /* A group's close in units of the current group's scale (FK_SCALE_BLOCK_RS): acc ·= s_g / s_{g+1}
  * per column (cur, nxt: the two groups' scales). */
-template <class Mma, int MI, int NJ>
-__device__ __forceinline__ void fk_next_units(float (&acc)[MI][NJ][Mma::NACC], const FkGroupScales<Mma, NJ> &cur,
+template <class Mma, int MI, int NJ, bool SWAP = false, int NT = FkAccTiles<NJ, SWAP>::N>
+__device__ __forceinline__ void fk_next_units(float (&acc)[MI][NT][Mma::NACC], const FkGroupScales<Mma, NJ> &cur,
                                               const FkGroupScales<Mma, NJ> &nxt, int lane) {
     FkGroupScales<Mma, NJ> r;
 #pragma unroll
     for (int i = 0; i < FkGroupScales<Mma, NJ>::SPL; i++) r.s[i] = __fdividef(cur.s[i], nxt.s[i]);
-    fk_scale_cols<Mma, MI, NJ>(acc, r, lane);
+    fk_scale_cols<Mma, MI, NJ, SWAP>(acc, r, lane);
 }
 
 template <class Mma, int MI, int NJ>
@@ -327,10 +348,11 @@ template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LAT
           bool PAIR = false, bool SWAP = false>
 __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
-    /* SWAP (M <= 8, NVIDIA, no block scales): the weight is the product's 16-row operand and A
-     * the 8-column one, so that one instruction takes two fragments' columns (NA of them). */
-    static_assert(!SWAP || (MI == 1 && !BLOCK), "the swapped product: one row fragment, no block scales");
-    constexpr int NA = SWAP ? (NJ + 1) / 2 : NJ;
+    /* SWAP (M <= 8, NVIDIA; tensor or channel scales, or block scales in units of the current
+     * group): the weight is the product's 16-row operand and A the 8-column one, so that one
+     * instruction takes two fragments' columns (NA of them). */
+    static_assert(!SWAP || (MI == 1 && (!BLOCK || RS)), "the swapped product: one row fragment, one accumulator set");
+    constexpr int NA = FkAccTiles<NJ, SWAP>::N;
     /* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96
      * columns and 6 warps, one column each made 8 rounds of dependent loads and stores at
      * M = 16, all of it after the weight's last bytes had arrived. Not with two A fragments,
@@ -446,9 +468,9 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
             /* in units of the current group's scale (FK_SCALE_BLOCK_RS): at a group's end times
              * s_g / s_{g+1}, at the end of the run (which may stop mid-group) times s_g */
             if (ss + 1 == ss_hi) {
-                fk_scale_cols<Mma, MI, NJ>(acc, cur.g, lane);
+                fk_scale_cols<Mma, MI, NJ, SWAP>(acc, cur.g, lane);
             } else if (closes) {
-                fk_next_units<Mma, MI, NJ>(acc, cur.g, nxt.g, lane);
+                fk_next_units<Mma, MI, NJ, SWAP>(acc, cur.g, nxt.g, lane);
             }
         } else if constexpr (BLOCK) {
             /* at a group's end, and at the end of this warp's run (which may stop mid-group) */
@@ -708,6 +730,16 @@ static double fk_wave_fill(const FkSkinnyGrid &g) {
  * 14336×4096 and 13824×5120, which take the later one). */
 template <class Mma, bool BLOCK>
 static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+#if FK_FRAG_NV
+    /* Up to 8 rows without block scales: one row fragment with the operands swapped (as in
+     * fk_go_skinny16), the same 32-column tiles of 4 warps. H200 back to back against the two
+     * row fragments, M = 1 / 8: 4096² 7.80 / 8.45 → 6.90 / 7.31 µs, 14336×4096 19.58 / 19.76 →
+     * 16.25 / 16.43, 5120² 10.81 / 11.36 → 9.33 / 9.64, 13824×5120 23.95 / 24.24 → 19.77 / 19.99,
+     * 28672×8192 63.50 / 65.16 → 60.51 / 61.67; 6144×4096 9.86 / 10.26 → 9.94 / 10.50. */
+    if constexpr (!BLOCK) {
+        if (p.M <= 8) return fk_go_skinny<Mma, 1, 4, 4, false, 1, false, false, false, true>(p, st, ws_need, ws, ws_bytes);
+    }
+#endif
     const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false>(p));
     const double late = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true>(p));
     if (early >= 0.85 && late < early - 0.05) return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, false>(p, st, ws_need, ws, ws_bytes);
@@ -778,14 +810,18 @@ static double fk_skinny16_fill(const FkParams &p) {
 template <class Mma, bool BLOCK, bool RS = false, bool SWAP = false>
 static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
 #if FK_FRAG_NV
-    /* Up to 8 rows without block scales: the same forms with the product's operands swapped
-     * (SWAP in fk_gemm_skinny: the weight as the 16-row operand, so that one instruction takes 16
-     * columns instead of 8, half the instructions; 50 fewer registers at 96 columns). H200
-     * back to back, M = 1 / 8: 12288×3072 11.41 / 11.63 → 10.24 / 10.40 µs, 8192² 17.36 / 17.78
-     * → 16.34 / 16.59, 3072×12288 10.88 / 11.26 → 10.56 / 10.88, 3072² 4.43 / 4.64 → 4.27 /
-     * 4.48. (With block scales the scales would follow the accumulators' rows: not done.) */
-    if constexpr (!BLOCK && !SWAP) {
-        if (p.M <= 8) return fk_go_skinny16<Mma, false, false, true>(p, st, ws_need, ws, ws_bytes);
+    /* Up to 8 rows: the same forms with the product's operands swapped (SWAP in
+     * fk_gemm_skinny: the weight as the 16-row operand, so that one instruction takes 16 columns
+     * instead of 8, half the instructions; 50 fewer registers at 96 columns). H200 back to back,
+     * M = 1 / 8: 12288×3072 11.41 / 11.63 → 10.24 / 10.40 µs, 8192² 17.36 / 17.78 → 16.34 /
+     * 16.59, 3072×12288 10.88 / 11.26 → 10.56 / 10.88, 3072² 4.43 / 4.64 → 4.27 / 4.48. With
+     * block scales only in units of the current group (RS below: one accumulator set, the
+     * group scales following the accumulators' rows, fk_frag_cols): H200 back to back, M = 1 / 8,
+     * block:128 3072×12288 13.61 / 13.86 → 12.43 / 12.70, 8192² 19.93 / 20.19 → 18.43 / 18.67;
+     * block:64 and block:32 6–13 % there. The two-set forms swapped (scales and second set
+     * per swapped tile) lost: block:128 14336×4096 19.29 → 24.63, 12288×3072 11.61 → 12.39. */
+    if constexpr (!SWAP && (!BLOCK || RS)) {
+        if (p.M <= 8) return fk_go_skinny16<Mma, BLOCK, RS, true>(p, st, ws_need, ws, ws_bytes);
     }
     if constexpr (RS) {
         /* Block scales in units of the current group (FK_SCALE_BLOCK_RS): no second accumulator
@@ -803,8 +839,8 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * likewise at 32 k (block:32 8192² M = 16 28.61 → 27.26 µs, single call 42.6 → 34.0),
          * not at 16 k (8192² 39.46 → 39.76) or 64 k (level). */
         const int f = fk_skinny16_form(p.N, false);
-        if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, (Mma::KSS != 32), true>(p, st, ws_need, ws, ws_bytes);
-        if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32), true>(p, st, ws_need, ws, ws_bytes);
+        if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, (Mma::KSS != 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+        if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
     switch (fk_skinny16_form(p.N, BLOCK)) {
@@ -846,7 +882,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
      * 4096² 10.31 / 12.81 → 10.12 / 12.06 µs, 14336×4096 33.60 / 36.30 → 33.85 / 33.78 (H200:
      * 12.50 → 11.89 and 37.06 → 33.97 at M = 16, M = 1 within 3 %); at 16 k
      * (block:16) mixed (14336×4096 36.45 / 45.19 → 34.67 / 48.00), so later there. */
-    return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK, 1, BLOCK && Mma::KSS != 32, false, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+    return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK, 1, BLOCK && Mma::KSS != 32, false, false, SWAP && !BLOCK>(p, st, ws_need, ws, ws_bytes);
 #else
     return fk_go_skinny<Mma, 1, FK_SKINNY16_NJ, 4, BLOCK>(p, st, ws_need, ws, ws_bytes);
 #endif
@@ -1223,16 +1259,24 @@ extern "C" int fk_gemm_pick(int64_t m, int64_t n, int64_t k, int kind, int group
         if (kind == FK_SCALE_BLOCK || fk_skinny16_form(n, false)) return FK_VARIANT_SKINNY16;
         /* With 9–16 rows the M ≤ 32 kernel also where the weight is large (H100, M = 16, tensor
          * scales: 1.02–1.15× the 4-warp skinny16 at 11008×4096, 4096×11008, 14336×4096,
-         * 4096×14336, 13824×5120, 28672×8192). With at most 8 rows it depends on the 4-warp
-         * blocks' grid (H100 back to back, M = 1 and 8): where they fill one wave to 87–97 %
-         * they were 0.9–6.7 % faster (11008×4096, 4096×11008, 4096×14336, 8192×28672); where
-         * they fill 55–57 % (14336×4096, 13824×5120) 2.3–4.7 % slower, and where they take more
-         * than a wave (28672×8192) 12 % slower (91.2 against 81.1 µs). */
+         * 4096×14336, 13824×5120, 28672×8192). With at most 8 rows (on NVIDIA both kernels with
+         * their operands swapped) it depends on the 4-warp blocks' grid. Where they fill one
+         * wave to 85 % or more, or take more than one, skinny16: M = 1 / 8 against skinny32, H200
+         * 11008×4096 13.03 / 13.56 against 15.03 / 15.45 µs, 8192×28672 52.3 / 52.6 against
+         * 57.6 / 58.4, 28672×8192 56.0 / 56.1 against 60.0 / 61.0 (H100 level there, 78.7
+         * against 78.4 / 78.9; 4096×11008 3–6 % slower on both). Where they fill 55–57 %
+         * (14336×4096, 13824×5120), skinny32: 1–4 % faster on both. Unswapped (gfx11) the grid
+         * of more than a wave goes to skinny32, as it measured before the swap (H100, 28672×8192
+         * M = 1: 81.1 against 91.2 µs). */
         if (n * k <= (40ll << 20) || m > 8) return FK_VARIANT_SKINNY32;
         FkParams p = {};
         p.N = (int)n;
         p.K = (int)k;
-        return fk_skinny16_fill(p) >= 0.85 ? FK_VARIANT_SKINNY16 : FK_VARIANT_SKINNY32;
+        const double fill = fk_skinny16_fill(p);
+#if FK_FRAG_NV
+        if (fill == 0.0) return FK_VARIANT_SKINNY16;
+#endif
+        return fill >= 0.85 ? FK_VARIANT_SKINNY16 : FK_VARIANT_SKINNY32;
     }
     if (m <= 32) return FK_VARIANT_SKINNY32;
 #if FK_FRAG_NV

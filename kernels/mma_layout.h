@@ -65,6 +65,9 @@ FK_HD int fk_b_word(int j) { return j; }
 FK_HD int fk_swap_a_col8(int r) { return r & 1; }
 FK_HD int fk_swap_a_hi(int r) { return r >> 1; }
 FK_HD int fk_swap_b_word(int j, int r) { return fk_a_word(j, 2 * r); }
+/* Accumulator i of swapped tile t lies in column fk_mma_c_row(l, 0) (= g) of fragment
+ * 2t + fk_swap_c_frag(i). */
+FK_HD int fk_swap_c_frag(int i) { return i >> 1; }
 
 /* prmt (__byte_perm(w, 0, sel)) selectors turning bytes (0,1) / (2,3) of w into two halves
  * whose high bytes they are: selector nibble n picks byte n of the result, 0–3 from w, 4 = 0. */

@@ -206,6 +206,15 @@ TEST(gpu_layout_block_scales_reach_every_accumulator) {
                     const int c = fk_mma_c_col(l, fk_mma_c_scol(i));
                     CHECK_EQ_U(held_column(nj_count, 8, fk_gsc_reg(nj, 8), fk_gsc_lane(nj, 8, c)), nj * 8 + doc_c_col(l, i));
                 }
+                /* NVIDIA with the operands swapped (M <= 8): tile t = nj / 2 holds fragments 2t
+                 * and 2t + 1; accumulator i sits in column doc_c_row(l, i) of the tile */
+                if (nj % 2 == 0)
+                    for (int i = 0; i < 4; i++) {
+                        const int f = nj + fk_swap_c_frag(i);
+                        if (f >= nj_count) continue;
+                        CHECK_EQ_U(held_column(nj_count, 8, fk_gsc_reg(f, 8), fk_gsc_lane(f, 8, fk_mma_c_row(l, 0))),
+                                   nj * 8 + doc_c_row(l, i));
+                    }
                 /* AMD: 16-column fragments, one column per lane */
                 CHECK_EQ_U(held_column(nj_count, 16, fk_gsc_reg(nj, 16), fk_gsc_lane(nj, 16, fk_wmma_cd_col(l))),
                            nj * 16 + doc_wmma_d_col(l));
