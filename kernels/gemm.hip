@@ -841,6 +841,16 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         const int f = fk_skinny16_form(p.N, false);
         if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, (Mma::KSS != 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+        /* Where the two-set forms take 48-column tiles in two blocks of 6 warps per
+         * multiprocessor (N = 12288 on 132), the same tiles with one set, from 64-k super-steps
+         * (block:64 and coarser). Back to back, M = 1 / 8 / 16, block:128 12288×3072: H100 13.57 /
+         * 13.96 / 14.50 → 13.20 / 13.57 / 14.35 µs, H200 11.63 / 12.16 / 13.56 → 10.92 / 11.41 /
+         * 13.12; 12288×4096 alike; block:64 H100 2–3 %, H200 9–10 % at M ≤ 8 and 3 % at 16. At
+         * 32 k (block:32, A's rows loaded early) M = 16 lost 25 % (H100 12288×3072 17.45 →
+         * 21.84), and 9 warps instead of 6 lost up to 40 % at M = 16. */
+        if constexpr (Mma::KSS >= 64) {
+            if (fk_skinny16_form(p.N, true) == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, true, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+        }
     }
 #endif
     switch (fk_skinny16_form(p.N, BLOCK)) {
