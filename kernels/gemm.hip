@@ -851,6 +851,27 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         if constexpr (Mma::KSS >= 64) {
             if (fk_skinny16_form(p.N, true) == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, true, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         }
+        /* Swapped (M ≤ 8), where the two-set forms would take 4-warp blocks: the same blocks
+         * with one set, in 32- or 64-column tiles (101 and 138 registers on sm_90a at 64-k
+         * super-steps, so 4 and 3 blocks per multiprocessor). At 64-k super-steps the 64-column
+         * tiles where their grid fills a wave by 5 points more, else the 32-column ones; at 32 k
+         * (block:32, 93 and 96 registers) the 64-column ones. H200 back to back against the two-set
+         * blocks, M = 1, block:128: 4096² 8.40 → 7.16 µs, 14336×4096 19.32 → 16.50, 4096×14336
+         * 19.37 → 16.94, 4096×11008 15.88 → 13.77 (32 columns), 11008×4096 19.20 → 13.80,
+         * 6144×4096 12.41 → 9.11 (64 columns); block:64 alike; block:32 14336×4096 34.20 →
+         * 24.76, 4096² 9.70 → 9.00. H100, the same points: 5–19 % at block:128 (4096² 8.93 →
+         * 7.97), block:32 up to 24 % (14336×4096 33.88 → 25.72) but 6144×4096 3 % slower (12.32
+         * → 12.65). (Unmeasured at 16-k super-steps, block:16: not there.) */
+        if constexpr (SWAP && Mma::KSS >= 32) {
+            if (!fk_skinny16_form(p.N, true)) {
+                if constexpr (Mma::KSS >= 64) {
+                    const double w32 = fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, true, 1, true, true, false, true>(p));
+                    const double w64 = fk_wave_fill(fk_skinny_grid<Mma, 1, 8, 4, true, 1, true, true, false, true>(p));
+                    if (w64 < w32 + 0.05) return fk_go_skinny<Mma, 1, 4, 4, true, 1, true, true, false, true>(p, st, ws_need, ws, ws_bytes);
+                }
+                return fk_go_skinny<Mma, 1, 8, 4, true, 1, (Mma::KSS != 32), true, false, true>(p, st, ws_need, ws, ws_bytes);
+            }
+        }
     }
 #endif
     switch (fk_skinny16_form(p.N, BLOCK)) {
