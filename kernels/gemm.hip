@@ -831,9 +831,10 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * 3072×12288 14.79 / 16.07 → 14.18 / 15.38, 3072×6144 8.61 / 9.51 → 8.48 / 9.35;
          * block:32 6–8 %. Not elsewhere: the 96-column tiles of 7 warps lost 3 % to the
          * two-set 48-column tiles at N = 12288, 12 warps at 24 columns and K = 3072 1 %, and the
-         * 4-warp blocks 7–27 % (4096², 14336×4096). The 24-column form loads the next
-         * super-step's rows of A beside its weight (not A_LATE) where its super-steps are of 32
-         * or 16 k (block:32, block:16), which fits its 80 registers there: H100 back to back,
+         * 4-warp blocks of 64 columns 7–27 % at 4096² and 14336×4096 (where those of 32 columns
+         * won, below). The 24-column form loads the next super-step's rows of A beside its
+         * weight (not A_LATE) where its super-steps are of 32 or 16 k (block:32, block:16), which
+         * fits its 80 registers there: H100 back to back,
          * 3072×12288 M = 16 block:32 19.52 → 18.44 µs, block:16 30.80 → 29.24, single calls up
          * to 1.25× faster; at 64 k it spilled 20 bytes and was 7 % slower. The 64-column form
          * likewise at 32 k (block:32 8192² M = 16 28.61 → 27.26 µs, single call 42.6 → 34.0),
@@ -851,25 +852,27 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         if constexpr (Mma::KSS >= 64) {
             if (fk_skinny16_form(p.N, true) == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, true, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         }
-        /* Swapped (M ≤ 8), where the two-set forms would take 4-warp blocks: the same blocks
-         * with one set, in 32- or 64-column tiles (101 and 138 registers on sm_90a at 64-k
+        /* Where the two-set forms would take 4-warp blocks: the same blocks with one set, in 32-
+         * or 64-column tiles (swapped at M ≤ 8: 101 and 138 registers on sm_90a at 64-k
          * super-steps, so 4 and 3 blocks per multiprocessor). At 64-k super-steps the 64-column
          * tiles where their grid fills a wave by 5 points more, else the 32-column ones; at 32 k
-         * (block:32, 93 and 96 registers) the 64-column ones. H200 back to back against the two-set
-         * blocks, M = 1, block:128: 4096² 8.40 → 7.16 µs, 14336×4096 19.32 → 16.50, 4096×14336
-         * 19.37 → 16.94, 4096×11008 15.88 → 13.77 (32 columns), 11008×4096 19.20 → 13.80,
-         * 6144×4096 12.41 → 9.11 (64 columns); block:64 alike; block:32 14336×4096 34.20 →
-         * 24.76, 4096² 9.70 → 9.00. H100, the same points: 5–19 % at block:128 (4096² 8.93 →
-         * 7.97), block:32 up to 24 % (14336×4096 33.88 → 25.72) but 6144×4096 3 % slower (12.32
-         * → 12.65). (Unmeasured at 16-k super-steps, block:16: not there.) */
-        if constexpr (SWAP && Mma::KSS >= 32) {
+         * (block:32) the 64-column ones. H200 back to back against the two-set blocks, M = 1 / 16,
+         * block:128: 4096² 8.40 / 10.40 → 7.16 / 9.02 µs, 14336×4096 19.32 / 22.82 → 16.50 /
+         * 20.87, 4096×14336 19.37 / 23.44 → 16.94 / 21.04, 4096×11008 15.88 / 19.34 → 13.77 /
+         * 17.28 (32 columns), 11008×4096 19.20 / 22.77 → 13.80 / 18.65, 6144×4096 12.41 / 15.14
+         * → 9.11 / 12.35 (64 columns); block:64 alike; block:32 14336×4096 34.20 / 34.01 → 24.76
+         * / 27.27, 11008×4096 20.17 / 22.42 → 17.67 / 20.00, but 6144×4096 11.90 / 13.78 →
+         * 11.05 / 14.84. H100 at M = 1: 5–19 % at block:128 (4096² 8.93 → 7.97), block:32 up to
+         * 24 % (14336×4096 33.88 → 25.72), 6144×4096 3 % slower (12.32 → 12.65). (Unmeasured at
+         * 16-k super-steps, block:16: not there.) */
+        if constexpr (Mma::KSS >= 32) {
             if (!fk_skinny16_form(p.N, true)) {
                 if constexpr (Mma::KSS >= 64) {
-                    const double w32 = fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, true, 1, true, true, false, true>(p));
-                    const double w64 = fk_wave_fill(fk_skinny_grid<Mma, 1, 8, 4, true, 1, true, true, false, true>(p));
-                    if (w64 < w32 + 0.05) return fk_go_skinny<Mma, 1, 4, 4, true, 1, true, true, false, true>(p, st, ws_need, ws, ws_bytes);
+                    const double w32 = fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, true, 1, true, true, false, SWAP>(p));
+                    const double w64 = fk_wave_fill(fk_skinny_grid<Mma, 1, 8, 4, true, 1, true, true, false, SWAP>(p));
+                    if (w64 < w32 + 0.05) return fk_go_skinny<Mma, 1, 4, 4, true, 1, true, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
                 }
-                return fk_go_skinny<Mma, 1, 8, 4, true, 1, (Mma::KSS != 32), true, false, true>(p, st, ws_need, ws, ws_bytes);
+                return fk_go_skinny<Mma, 1, 8, 4, true, 1, (Mma::KSS != 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
             }
         }
     }

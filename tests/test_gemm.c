@@ -416,21 +416,22 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
      * split between blocks at N = 3072, K = 8192, M = 512; on NVIDIA, M = 16, and M = 7 and 1 with
      * the product's operands swapped: the skinny kernel's 24-column tiles at N = 3072, K = 6144,
      * its 64-column tiles at N = 8192 on 119–132 multiprocessors and its 48-column tiles at N =
-     * 12288 on 128–142; at M ≤ 8 its 4-warp blocks of 32 and 64 columns at N = 4096 and 6144), also
-     * with neighbouring groups' scales 2^36 apart (ratios near the rule's limit in every close).
-     * Then one scale 0 and the rest 2^42 apart, which those kernels must not take (a division by 0,
-     * and units that could overflow): the same shapes on the kernels with a second accumulator set. */
+     * 12288 on 128–142; its 4-warp blocks of 32 and 64 columns at N = 4096 and 6144), also with
+     * neighbouring groups' scales 2^36 apart (ratios near the rule's limit in every close). Then
+     * one scale 0 and the rest 2^42 apart, which those kernels must not take (a division by 0, and
+     * units that could overflow): the same shapes on the kernels with a second accumulator set. */
     static const char *const spreads[] = {"gpu, block scales in units of the group's", "gpu, block scales 2^36 apart",
                                           "gpu, block scales far apart"};
     static const uint64_t rs_shapes[][3] = {{1000, 3072, 512}, {1000, 8192, 512}, {512, 3072, 8192},
                                             {16, 3072, 6144},  {16, 8192, 512},   {7, 3072, 6144},
                                             {1, 8192, 512},    {16, 12288, 512},  {1, 12288, 512},
-                                            {7, 4096, 1024},   {1, 6144, 4096}};
+                                            {7, 4096, 1024},   {1, 6144, 4096},   {16, 4096, 1024},
+                                            {16, 6144, 4096}};
 #ifdef FEATHER_GPU
     static const int rs_kernel[] = {FK_VARIANT_WS192,    FK_VARIANT_WS256,    FK_VARIANT_SK256,   FK_VARIANT_SKINNY16,
                                     FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16,
                                     FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16,
-                                    FK_VARIANT_SKINNY16};
+                                    FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16};
     const int hopper = tu_gpu_hopper(132);
 #endif
     for (size_t si = 0; si < sizeof rs_shapes / sizeof rs_shapes[0]; si++)
