@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) fk_gemm_tiled(FkP
                          * group's scales, and the next one's for its close */
                         if (first) fk_group_scales<Mma, NJ>(gsc, p, col0, kbase, lane);
                         else gsc = gnx;
-                        const int kn = (fk_group_of(p, kbase) + 1) * p.G;
+                        const int kn = fk_next_group(p, kbase);
                         fk_group_scales<Mma, NJ>(gnx, p, col0, kn < p.K ? kn : p.K - 1, lane);
                     } else {
                         fk_group_scales<Mma, NJ>(gsc, p, col0, kbase, lane);
@@ -325,7 +325,7 @@ __device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, co
             f.g = prev;
         } else if constexpr (AHEAD) {
             f.g = *ahead;
-            const int kn = (fk_group_of(p, kbase) + 1) * p.G;
+            const int kn = fk_next_group(p, kbase);
             if (kn < kend) fk_group_scales<Mma, NJ>(*ahead, p, n0, kn, lane);
         } else {
             fk_group_scales<Mma, NJ>(f.g, p, n0, kbase, lane);
@@ -408,7 +408,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     const int kend = ss_hi * Mma::KSS < p.K ? ss_hi * Mma::KSS : p.K;
     FkGroupScales<Mma, NJ> ahead;
     if constexpr (AHEAD) {
-        const int kn = (fk_group_of(p, ss_lo * Mma::KSS) + 1) * p.G;
+        const int kn = fk_next_group(p, ss_lo * Mma::KSS);
         if (ss_lo < ss_hi && kn < kend) fk_group_scales<Mma, NJ>(ahead, p, n0, kn, lane);
     }
     fk_grid_wait();

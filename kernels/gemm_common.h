@@ -66,9 +66,10 @@ __device__ __forceinline__ void fk_store1(const FkParams &p, int row, int col, f
     fk_store1_col(p, row, col, fk_col(p, col), v);
 }
 
-/* The group holding k, and whether one starts at k (fk_hd.h). */
+/* The group holding k, whether one starts at k (fk_hd.h), and where the next one starts. */
 __device__ __forceinline__ int fk_group_of(const FkParams &p, int k) { return fk_group_index(p.G, p.gshift, k); }
 __device__ __forceinline__ bool fk_group_opens(const FkParams &p, int k) { return fk_group_starts(p.G, p.gshift, k); }
+__device__ __forceinline__ int fk_next_group(const FkParams &p, int k) { return (fk_group_of(p, k) + 1) * p.G; }
 
 /* Block scale of column col for the group holding k (0 beyond N: those columns are never
  * stored, and a zero keeps them finite). */
