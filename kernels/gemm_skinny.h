@@ -428,20 +428,19 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
     }
     if constexpr (RS) {
         /* Block scales in units of the current group (FK_SCALE_BLOCK_RS): no second accumulator
-         * set, so the 64- and 24-column tiles take as many warps as with tensor scales (12 and
-         * 24, at 151 and 80 registers on sm_90a, against 8 and 18). H100 back to back, block:128,
-         * M = 1 / 16 against the two-set forms: 8192² 23.83 / 25.10 → 23.25 / 24.16 µs,
-         * 3072×12288 14.79 / 16.07 → 14.18 / 15.38, 3072×6144 8.61 / 9.51 → 8.48 / 9.35;
-         * block:32 6–8 %. Not elsewhere: the 96-column tiles of 7 warps lost 3 % to the
-         * two-set 48-column tiles at N = 12288, 12 warps at 24 columns and K = 3072 1 %, and the
-         * 4-warp blocks of 64 columns 7–27 % at 4096² and 14336×4096 (where those of 32 columns
-         * won, below). The 24-column form loads the next super-step's rows of A beside its
-         * weight (not A_LATE) where its super-steps are of 32 or 16 k (block:32, block:16), which
-         * fits its 80 registers there: H100 back to back,
-         * 3072×12288 M = 16 block:32 19.52 → 18.44 µs, block:16 30.80 → 29.24, single calls up
-         * to 1.25× faster; at 64 k it spilled 20 bytes and was 7 % slower. The 64-column form
-         * likewise at 32 k (block:32 8192² M = 16 28.61 → 27.26 µs, single call 42.6 → 34.0),
-         * not at 16 k (8192² 39.46 → 39.76) or 64 k (level). */
+         * set, so the 64- and 24-column tiles take as many warps as with tensor scales (12 and 24,
+         * at 151 and 80 registers on sm_90a, against 8 and 18). H100 back to back, block:128,
+         * M = 1 / 16 against the two-set forms: 8192² 23.83 / 25.10 → 23.25 / 24.16 µs, 3072×12288
+         * 14.79 / 16.07 → 14.18 / 15.38, 3072×6144 8.61 / 9.51 → 8.48 / 9.35; block:32 6–8 %. Not
+         * elsewhere: the 96-column tiles of 7 warps lost 3 % to the two-set 48-column tiles at
+         * N = 12288, 12 warps at 24 columns and K = 3072 1 %, and the 4-warp blocks of 64 columns
+         * 7–27 % at 4096² and 14336×4096 (where those of 32 columns won, below). The 24-column form
+         * loads the next super-step's rows of A beside its weight (not A_LATE) where its
+         * super-steps are of 32 or 16 k (block:32, block:16), which fits its 80 registers there:
+         * H100 back to back, 3072×12288 M = 16 block:32 19.52 → 18.44 µs, block:16 30.80 → 29.24,
+         * single calls up to 1.25× faster; at 64 k it spilled 20 bytes and was 7 % slower. The
+         * 64-column form likewise at 32 k (block:32 8192² M = 16 28.61 → 27.26 µs, single call
+         * 42.6 → 34.0), not at 16 k (8192² 39.46 → 39.76) or 64 k (level). */
         const int f = fk_skinny16_form(p.N, false);
         if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, (Mma::KSS != 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);

@@ -10,9 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>
-#ifdef FEATHER_GPU
-#include "../kernels/fk_api.h"
-#endif
+#include "../kernels/fk_api.h" /* the kernel variants the GPU tests expect */
 
 /* ---- random problems ---- */
 static uint64_t rng_state;
@@ -422,24 +420,26 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
      * units that could overflow): the same shapes on the kernels with a second accumulator set. */
     static const char *const spreads[] = {"gpu, block scales in units of the group's", "gpu, block scales 2^36 apart",
                                           "gpu, block scales far apart"};
-    static const uint64_t rs_shapes[][3] = {{1000, 3072, 512}, {1000, 8192, 512}, {512, 3072, 8192},
-                                            {16, 3072, 6144},  {16, 8192, 512},   {7, 3072, 6144},
-                                            {1, 8192, 512},    {16, 12288, 512},  {1, 12288, 512},
-                                            {7, 4096, 1024},   {1, 6144, 4096},   {16, 4096, 1024},
-                                            {16, 6144, 4096}};
+    /* M, N, K and the kernel each shape is here for (the pick's rule counts waves on 132 SMs) */
+    static const struct {
+        uint64_t m, n, k;
+        int kernel;
+    } rs_shapes[] = {{1000, 3072, 512, FK_VARIANT_WS192}, {1000, 8192, 512, FK_VARIANT_WS256},
+                     {512, 3072, 8192, FK_VARIANT_SK256}, {16, 3072, 6144, FK_VARIANT_SKINNY16},
+                     {16, 8192, 512, FK_VARIANT_SKINNY16}, {7, 3072, 6144, FK_VARIANT_SKINNY16},
+                     {1, 8192, 512, FK_VARIANT_SKINNY16}, {16, 12288, 512, FK_VARIANT_SKINNY16},
+                     {1, 12288, 512, FK_VARIANT_SKINNY16}, {7, 4096, 1024, FK_VARIANT_SKINNY16},
+                     {1, 6144, 4096, FK_VARIANT_SKINNY16}, {16, 4096, 1024, FK_VARIANT_SKINNY16},
+                     {16, 6144, 4096, FK_VARIANT_SKINNY16}};
 #ifdef FEATHER_GPU
-    static const int rs_kernel[] = {FK_VARIANT_WS192,    FK_VARIANT_WS256,    FK_VARIANT_SK256,   FK_VARIANT_SKINNY16,
-                                    FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16,
-                                    FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16,
-                                    FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16, FK_VARIANT_SKINNY16};
     const int hopper = tu_gpu_hopper(132);
 #endif
     for (size_t si = 0; si < sizeof rs_shapes / sizeof rs_shapes[0]; si++)
         for (int wide = 0; wide <= 2; wide++) {
-            const uint64_t m = rs_shapes[si][0], n = rs_shapes[si][1], k = rs_shapes[si][2];
+            const uint64_t m = rs_shapes[si].m, n = rs_shapes[si].n, k = rs_shapes[si].k;
 #ifdef FEATHER_GPU
-            /* the kernel each shape is here for (the pick's rule counts waves on 132 SMs) */
-            if (hopper && wide == 0) CHECK(fk_gemm_pick((int64_t)m, (int64_t)n, (int64_t)k, FK_SCALE_BLOCK_RS, 128) == rs_kernel[si]);
+            if (hopper && wide == 0)
+                CHECK(fk_gemm_pick((int64_t)m, (int64_t)n, (int64_t)k, FK_SCALE_BLOCK_RS, 128) == rs_shapes[si].kernel);
 #endif
             problem p;
             problem_make(ctx, &p, m, n, k, FEATHER_SCALE_BLOCK, 128, 1, 1);
