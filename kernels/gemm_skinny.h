@@ -41,6 +41,13 @@ __device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, co
     }
 }
 
+/* The swapped product's second fragment of pair q: fragment 2q + 1, or zeros for the last pair
+ * of an odd NJ (the index is taken modulo NJ only to stay in bounds where it is not used). */
+template <class Mma, int NJ>
+__device__ __forceinline__ typename Mma::BFrag fk_swap_second(const typename Mma::BFrag (&b)[NJ], int q) {
+    return 2 * q + 1 < NJ ? b[(2 * q + 1) % NJ] : typename Mma::BFrag{};
+}
+
 /* V (1 or 4) consecutive floats, 4V-byte aligned, in one load. */
 template <int V>
 __device__ __forceinline__ void fk_ld_f32(const float *ptr, float *v) {
@@ -117,7 +124,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     FkGroupScales<Mma, NJ> ahead;
     if constexpr (AHEAD) {
         const int kn = fk_next_group(p, ss_lo * Mma::KSS);
-        if (ss_lo < ss_hi && kn < kend) fk_group_scales<Mma, NJ>(ahead, p, n0, kn, lane);
+        if (kn < kend) fk_group_scales<Mma, NJ>(ahead, p, n0, kn, lane); /* none for an empty run: kend <= kn */
     }
     fk_grid_wait();
     fk_grid_release();
@@ -147,13 +154,11 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
             fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE, AHEAD>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, closes, cur.g,
                                                             &ahead, kend);
         if constexpr (SWAP) {
-            const typename Mma::BFrag none = {};
 #pragma unroll
             for (int j = 0; j < Mma::STEPS; j++)
 #pragma unroll
                 for (int q = 0; q < NA; q++)
-                    Mma::mma_swap(cur.a[0], cur.b[2 * q], 2 * q + 1 < NJ ? cur.b[2 * q + 1 < NJ ? 2 * q + 1 : 0] : none, j,
-                                  acc[0][q]);
+                    Mma::mma_swap(cur.a[0], cur.b[2 * q], fk_swap_second<Mma, NJ>(cur.b, q), j, acc[0][q]);
         } else {
 #pragma unroll
             for (int j = 0; j < Mma::STEPS; j++)
@@ -402,7 +407,10 @@ static int fk_skinny16_form(long long n, bool block) {
         if (fk_skinny_one_wave(n, f->nj * FK_FRAG_TN, f->per_sm)) return f->nj;
     return 0;
 }
-/* One wave's fill by the 4-warp skinny16 blocks without block scales (0: more than a wave). */
+/* One wave's fill by the 4-warp skinny16 blocks without block scales (0: more than a wave): the
+ * unswapped blocks' grid, also where M ≤ 8 launches them swapped (with fewer registers, so
+ * possibly more blocks per multiprocessor), since fk_gemm_pick's thresholds were measured
+ * with this quantity. */
 static double fk_skinny16_fill(const FkParams &p) {
 #if FK_FRAG_NV
     return fk_wave_fill(fk_skinny_grid<MmaNv<4>, 1, FK_SKINNY16_NJ, 4, false>(p));
