@@ -15,6 +15,32 @@ struct FkSkinnyFrags {
     FkGroupScales<Mma, NJ> g;
 };
 
+/* A warp's block scales for its whole run of K, copied to shared memory before the loop (w:
+ * column c's scale for group g0 + i at w[c * str + i]; str odd, so that a warp's reads of one
+ * group fall in distinct banks), or none (w null: each group's scales from global memory).
+ * The scales are stored by column, so one group's scales for a tile's columns lie one row of
+ * K/G apart, a 32-byte sector each; read group by group in the loop, every load instruction
+ * touched 32 sectors. */
+struct FkScaleWin {
+    const float *w;
+    int str, g0;
+};
+
+/* The group scales at k, from the window where there is one. */
+template <class Mma, int NJ>
+__device__ __forceinline__ void fk_win_scales(FkGroupScales<Mma, NJ> &g, const FkParams &p, const FkScaleWin &win,
+                                              int n0, int k, int lane) {
+    typedef FkGroupScales<Mma, NJ> G;
+    if (!win.w) {
+        fk_group_scales<Mma, NJ>(g, p, n0, k, lane);
+        return;
+    }
+    const int gi = fk_group_of(p, k) - win.g0;
+#pragma unroll
+    for (int i = 0; i < G::SPL; i++)
+        g.s[i] = G::COLS % 32 == 0 || lane + 32 * i < G::COLS ? win.w[(lane + 32 * i) * win.str + gi] : 0.0f;
+}
+
 /* The super-step at kbase (its rows of A unless LOAD_A is false); its group's scales where it
  * opens a group (open), else the previous super-step's (prev). With AHEAD the opening group's
  * scales are those loaded one group earlier (*ahead), and *ahead is sent for the group after
@@ -22,7 +48,8 @@ struct FkSkinnyFrags {
 template <class Mma, int MI, int NJ, bool BLOCK, bool LOAD_A = true, bool AHEAD = false>
 __device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, const FkParams &p, int kbase, int n0,
                                                int lane, bool open, const FkGroupScales<Mma, NJ> &prev,
-                                               FkGroupScales<Mma, NJ> *ahead = nullptr, int kend = 0) {
+                                               const FkScaleWin &win, FkGroupScales<Mma, NJ> *ahead = nullptr,
+                                               int kend = 0) {
 #pragma unroll
     for (int nj = 0; nj < NJ; nj++) Mma::load_b_gmem(f.b[nj], p, kbase, n0 + nj * Mma::TN, lane);
     if constexpr (LOAD_A)
@@ -34,9 +61,9 @@ __device__ __forceinline__ void fk_skinny_load(FkSkinnyFrags<Mma, MI, NJ> &f, co
         } else if constexpr (AHEAD) {
             f.g = *ahead;
             const int kn = fk_next_group(p, kbase);
-            if (kn < kend) fk_group_scales<Mma, NJ>(*ahead, p, n0, kn, lane);
+            if (kn < kend) fk_win_scales<Mma, NJ>(*ahead, p, win, n0, kn, lane);
         } else {
-            fk_group_scales<Mma, NJ>(f.g, p, n0, kbase, lane);
+            fk_win_scales<Mma, NJ>(f.g, p, win, n0, kbase, lane);
         }
     }
 }
@@ -109,8 +136,45 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
         for (int i = lane; i < kbn * LINES; i += 32)
             if ((i % LINES) * 128 < bytes) fk_prefetch_l2(p.Q + ((size_t)(kb0 + i / LINES) * p.N + n0) * 16 + (i % LINES) * 128);
     }
+    const int kend = ss_hi * Mma::KSS < p.K ? ss_hi * Mma::KSS : p.K;
+    FkScaleWin win = {nullptr, 0, 0};
     FkSkinnyFrags<Mma, MI, NJ> f0, f1;
-    if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ, BLOCK, false>(f0, p, ss_lo * Mma::KSS, n0, lane, true, f0.g);
+    if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ, BLOCK, false>(f0, p, ss_lo * Mma::KSS, n0, lane, true, f0.g, win);
+    /* WIN: this warp's part of red (unused until the sums after the loop) holds its scales'
+     * window (FkScaleWin) where the run's groups fit; copied while the first weight loads are
+     * out. In the 4-warp and the 12-warp 64-column rescaling forms. H200 back to back, M = 1 /
+     * 16: block:32 14336×4096 24.63 / 27.10 → 20.44 / 22.49 µs, 11008×4096 17.56 / 20.01 →
+     * 15.56 / 17.72, 4096×14336 20.37 / 25.40 → 18.66 / 22.06; block:64 8192² 19.95 / 23.60 →
+     * 18.71 / 22.67, 11008×4096 15.02 / 20.01 → 14.04 / 19.07; block:128 14336×4096 M = 16
+     * 20.70 → 19.80, 8192² level, 6144×4096 M = 1 2 % slower; single calls level. Not in the
+     * 24-column form of 24 warps at its 80-register cap (block:128 3072×12288 M = 16 14.37 →
+     * 14.77) or the 48-column one (12288×3072 13.12 → 13.32). Copied with plain loads and
+     * stores instead of asynchronous copies, each warp waited for its loads before its first
+     * weight loads went out: single calls 1–2.5 µs slower. */
+    constexpr bool WIN = RS && (W == 4 || (W == 12 && NJ == 8));
+    if constexpr (WIN) {
+        if (ss_lo < ss_hi) {
+            const int g0 = fk_group_of(p, ss_lo * Mma::KSS), ng = fk_group_of(p, kend - 1) - g0 + 1, str = ng | 1;
+            if (BN * str <= ROWS * LDR) {
+                float *w = &red[warp][0][0];
+                const int dq = 32 / ng, dr = 32 % ng;
+                int c = lane / ng, gi = lane % ng;
+                for (int t = lane; t < BN * ng; t += 32) {
+                    fk_copy4(w + c * str + gi, p.S + (size_t)(n0 + c) * p.gpr + g0 + gi, n0 + c < p.N);
+                    c += dq;
+                    gi += dr;
+                    if (gi >= ng) {
+                        gi -= ng;
+                        c++;
+                    }
+                }
+                fk_copy_commit();
+                fk_copy_wait<0>();
+                fk_syncwarp();
+                win = {w, str, g0};
+            }
+        }
+    }
     /* RS: a group's close needs the next group's scales (fk_next_units), which the super-step
      * before the close sends for; loaded then, each close waits for a round trip to memory
      * before the warp can go on to its next loads. With 64-k super-steps (groups of 64 k or
@@ -120,11 +184,10 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
      * lost 1–3 % (3072×12288 17.19 → 17.44), so not there. (Their lines sent to L2 before the
      * wait as well: 1–4 % slower.) */
     constexpr bool AHEAD = RS && Mma::KSS >= 64;
-    const int kend = ss_hi * Mma::KSS < p.K ? ss_hi * Mma::KSS : p.K;
     FkGroupScales<Mma, NJ> ahead;
     if constexpr (AHEAD) {
         const int kn = fk_next_group(p, ss_lo * Mma::KSS);
-        if (kn < kend) fk_group_scales<Mma, NJ>(ahead, p, n0, kn, lane); /* none for an empty run: kend <= kn */
+        if (kn < kend) fk_win_scales<Mma, NJ>(ahead, p, win, n0, kn, lane); /* none for an empty run: kend <= kn */
     }
     fk_grid_wait();
     fk_grid_release();
@@ -152,7 +215,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
         const bool closes = BLOCK && fk_group_opens(p, (ss + 1) * Mma::KSS); /* this super-step ends a group */
         if (ss + 1 < ss_hi)
             fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE, AHEAD>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, closes, cur.g,
-                                                            &ahead, kend);
+                                                            win, &ahead, kend);
         if constexpr (SWAP) {
 #pragma unroll
             for (int j = 0; j < Mma::STEPS; j++)
@@ -210,6 +273,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     }
 
     /* Sum the W warps' partial tiles, in warp order. */
+    if constexpr (WIN) fk_syncwarp(); /* every lane's last read of the window before red[warp] is written */
     if constexpr (SWAP) {
         /* accumulator rows are columns of Y, its columns rows of Y */
 #pragma unroll

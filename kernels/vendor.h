@@ -148,6 +148,16 @@ __device__ __forceinline__ void fk_copy16(void *smem, const void *gmem, bool val
     *(uint4 *)smem = v;
 #endif
 }
+/* The same for 4 bytes (through L1: cp.async takes 4 bytes only with .ca). */
+__device__ __forceinline__ void fk_copy4(void *smem, const void *gmem, bool valid) {
+#if FK_ASYNC_COPY
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int n = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+#else
+    *(float *)smem = valid ? *(const float *)gmem : 0.0f;
+#endif
+}
 __device__ __forceinline__ void fk_copy_commit() {
 #if FK_ASYNC_COPY
     asm volatile("cp.async.commit_group;\n" ::);

@@ -414,36 +414,41 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
      * split between blocks at N = 3072, K = 8192, M = 512; on NVIDIA, M = 16, and M = 7 and 1 with
      * the product's operands swapped: the skinny kernel's 24-column tiles at N = 3072, K = 6144,
      * its 64-column tiles at N = 8192 on 119–132 multiprocessors and its 48-column tiles at N =
-     * 12288 on 128–142; its 4-warp blocks of 32 and 64 columns at N = 4096 and 6144), also with
-     * neighbouring groups' scales 2^36 apart (ratios near the rule's limit in every close). Then
+     * 12288 on 128–142; its 4-warp blocks of 32 and 64 columns at N = 4096 and 6144; with groups
+     * of 32, warps' runs of K too long for their scales' window in shared memory at N = 4096,
+     * K = 20480 and N = 8192, K = 8192, so that each group's scales come from global memory), also
+     * with neighbouring groups' scales 2^36 apart (ratios near the rule's limit in every close). Then
      * one scale 0 and the rest 2^42 apart, which those kernels must not take (a division by 0, and
      * units that could overflow): the same shapes on the kernels with a second accumulator set. */
     static const char *const spreads[] = {"gpu, block scales in units of the group's", "gpu, block scales 2^36 apart",
                                           "gpu, block scales far apart"};
-    /* M, N, K and the kernel each shape is here for (the pick's rule counts waves on 132 SMs) */
+    /* M, N, K, the group and the kernel each shape is here for (the pick's rule counts waves on
+     * 132 SMs) */
     static const struct {
         uint64_t m, n, k;
-        int kernel;
-    } rs_shapes[] = {{1000, 3072, 512, FK_VARIANT_WS192}, {1000, 8192, 512, FK_VARIANT_WS256},
-                     {512, 3072, 8192, FK_VARIANT_SK256}, {16, 3072, 6144, FK_VARIANT_SKINNY16},
-                     {16, 8192, 512, FK_VARIANT_SKINNY16}, {7, 3072, 6144, FK_VARIANT_SKINNY16},
-                     {1, 8192, 512, FK_VARIANT_SKINNY16}, {16, 12288, 512, FK_VARIANT_SKINNY16},
-                     {1, 12288, 512, FK_VARIANT_SKINNY16}, {7, 4096, 1024, FK_VARIANT_SKINNY16},
-                     {1, 6144, 4096, FK_VARIANT_SKINNY16}, {16, 4096, 1024, FK_VARIANT_SKINNY16},
-                     {16, 6144, 4096, FK_VARIANT_SKINNY16}};
+        int group, kernel;
+    } rs_shapes[] = {{1000, 3072, 512, 128, FK_VARIANT_WS192}, {1000, 8192, 512, 128, FK_VARIANT_WS256},
+                     {512, 3072, 8192, 128, FK_VARIANT_SK256},  {16, 3072, 6144, 128, FK_VARIANT_SKINNY16},
+                     {16, 8192, 512, 128, FK_VARIANT_SKINNY16}, {7, 3072, 6144, 128, FK_VARIANT_SKINNY16},
+                     {1, 8192, 512, 128, FK_VARIANT_SKINNY16},  {16, 12288, 512, 128, FK_VARIANT_SKINNY16},
+                     {1, 12288, 512, 128, FK_VARIANT_SKINNY16}, {7, 4096, 1024, 128, FK_VARIANT_SKINNY16},
+                     {1, 6144, 4096, 128, FK_VARIANT_SKINNY16}, {16, 4096, 1024, 128, FK_VARIANT_SKINNY16},
+                     {16, 6144, 4096, 128, FK_VARIANT_SKINNY16}, {16, 4096, 20480, 32, FK_VARIANT_SKINNY16},
+                     {1, 8192, 8192, 32, FK_VARIANT_SKINNY16}};
 #ifdef FEATHER_GPU
     const int hopper = tu_gpu_hopper(132);
 #endif
     for (size_t si = 0; si < sizeof rs_shapes / sizeof rs_shapes[0]; si++)
         for (int wide = 0; wide <= 2; wide++) {
             const uint64_t m = rs_shapes[si].m, n = rs_shapes[si].n, k = rs_shapes[si].k;
+            const int group = rs_shapes[si].group;
 #ifdef FEATHER_GPU
             if (hopper && wide == 0)
-                CHECK(fk_gemm_pick((int64_t)m, (int64_t)n, (int64_t)k, FK_SCALE_BLOCK_RS, 128) == rs_shapes[si].kernel);
+                CHECK(fk_gemm_pick((int64_t)m, (int64_t)n, (int64_t)k, FK_SCALE_BLOCK_RS, group) == rs_shapes[si].kernel);
 #endif
             problem p;
-            problem_make(ctx, &p, m, n, k, FEATHER_SCALE_BLOCK, 128, 1, 1);
-            const uint64_t ns = n * (k / 128);
+            problem_make(ctx, &p, m, n, k, FEATHER_SCALE_BLOCK, group, 1, 1);
+            const uint64_t ns = n * (k / (uint64_t)group);
             if (wide == 1)
                 for (uint64_t i = 0; i < ns; i++) p.scales[i] *= (i % 2) ? 0x1p-18f : 0x1p18f;
             if (wide == 2) {
