@@ -170,7 +170,7 @@ __device__ __forceinline__ void fk_load_stage(const FkParams &p, unsigned char *
         int row = m0 + r, k = k0 + c * 8;
         bool v = row < p.M && k < p.K;
         const uint16_t *src = v ? p.A + (size_t)row * p.K + k : p.A;
-        fk_copy16(sA + r * FK_LDA + c * 8, src, v);
+        fk_copy<16>(sA + r * FK_LDA + c * 8, src, v);
     }
 #pragma unroll
     for (int it = 0; it < (4 * BN + NTHREADS - 1) / NTHREADS; it++) {
@@ -180,7 +180,7 @@ __device__ __forceinline__ void fk_load_stage(const FkParams &p, unsigned char *
         int gkb = kc * 4 + kb, col = n0 + n;
         bool v = gkb * 16 < p.K && col < p.N;
         const uint8_t *src = v ? p.Q + ((size_t)gkb * p.N + col) * 16 : p.Q;
-        fk_copy16(sB + kb * FK_LDB(BN) + n * 16, src, v);
+        fk_copy<16>(sB + kb * FK_LDB(BN) + n * 16, src, v);
     }
 }
 

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
                 const int dq = 32 / ng, dr = 32 % ng;
                 int c = lane / ng, gi = lane % ng;
                 for (int t = lane; t < BN * ng; t += 32) {
-                    fk_copy4(w + c * str + gi, p.S + (size_t)(n0 + c) * p.gpr + g0 + gi, n0 + c < p.N);
+                    fk_copy<4>(w + c * str + gi, p.S + (size_t)(n0 + c) * p.gpr + g0 + gi, n0 + c < p.N);
                     c += dq;
                     gi += dr;
                     if (gi >= ng) {

@@ -132,30 +132,23 @@ __device__ __forceinline__ uint32_t fk_e5m2x2_hi(uint32_t w) { /* bytes 2,3 → 
 #endif
 }
 
-/* ---- global → shared copies of 16 bytes; invalid sources are filled with zeros ---- */
+/* ---- global → shared copies of B bytes (16, past L1; or 4, through it: the only way
+ * cp.async takes 4 bytes); invalid sources are filled with zeros ---- */
 #if FK_NVIDIA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define FK_ASYNC_COPY 1
 #endif
 
-__device__ __forceinline__ void fk_copy16(void *smem, const void *gmem, bool valid) {
+template <int B>
+__device__ __forceinline__ void fk_copy(void *smem, const void *gmem, bool valid) {
+    static_assert(B == 16 || B == 4, "16 or 4 bytes");
 #if FK_ASYNC_COPY
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+    int n = valid ? B : 0;
+    if constexpr (B == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
 #else
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (valid) v = *(const uint4 *)gmem;
-    *(uint4 *)smem = v;
-#endif
-}
-/* The same for 4 bytes (through L1: cp.async takes 4 bytes only with .ca). */
-__device__ __forceinline__ void fk_copy4(void *smem, const void *gmem, bool valid) {
-#if FK_ASYNC_COPY
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int n = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-#else
-    *(float *)smem = valid ? *(const float *)gmem : 0.0f;
+    if constexpr (B == 16) *(uint4 *)smem = valid ? *(const uint4 *)gmem : make_uint4(0, 0, 0, 0);
+    else *(float *)smem = valid ? *(const float *)gmem : 0.0f;
 #endif
 }
 __device__ __forceinline__ void fk_copy_commit() {
