@@ -45,6 +45,8 @@ template <class Mma, int NJ>
 struct FkGroupScales {
     static constexpr int COLS = NJ * Mma::TN, SPL = (COLS + 31) / 32;
     static_assert(32 % Mma::TN == 0, "a tile's columns lie in one register of the lanes");
+    /* whether register i of this lane holds a column of the tile (column lane + 32i) */
+    static __device__ __forceinline__ bool holds(int lane, int i) { return COLS % 32 == 0 || lane + 32 * i < COLS; }
     float s[SPL];
 };
 template <class Mma, int NJ>
@@ -52,7 +54,7 @@ __device__ __forceinline__ void fk_group_scales(FkGroupScales<Mma, NJ> &g, const
     typedef FkGroupScales<Mma, NJ> G;
 #pragma unroll
     for (int i = 0; i < G::SPL; i++)
-        g.s[i] = G::COLS % 32 == 0 || lane + 32 * i < G::COLS ? fk_block_scale(p, col0 + lane + 32 * i, k) : 0.0f;
+        g.s[i] = G::holds(lane, i) ? fk_block_scale(p, col0 + lane + 32 * i, k) : 0.0f;
 }
 
 /* Accumulator tiles of NJ fragments: one per fragment, or with the operands swapped (SWAP in

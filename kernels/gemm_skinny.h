@@ -38,7 +38,7 @@ __device__ __forceinline__ void fk_win_scales(FkGroupScales<Mma, NJ> &g, const F
     const int gi = fk_group_of(p, k) - win.g0;
 #pragma unroll
     for (int i = 0; i < G::SPL; i++)
-        g.s[i] = G::COLS % 32 == 0 || lane + 32 * i < G::COLS ? win.w[(lane + 32 * i) * win.str + gi] : 0.0f;
+        g.s[i] = G::holds(lane, i) ? win.w[(lane + 32 * i) * win.str + gi] : 0.0f;
 }
 
 /* The super-step at kbase (its rows of A unless LOAD_A is false); its group's scales where it
