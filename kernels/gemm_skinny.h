@@ -86,21 +86,31 @@ __device__ __forceinline__ void fk_ld_f32(const float *ptr, float *v) {
     }
 }
 
+/* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96 columns
+ * and 6 warps, one column each made 8 rounds of dependent loads and stores at M = 16, all of it
+ * after the weight's last bytes had arrived. Not with two A fragments, whose registers are short
+ * (gfx1100 spilled with block scales). */
+__host__ __device__ constexpr int fk_skinny_v(int MI, int BN) { return MI == 1 && BN >= 64 ? 4 : 1; }
+
+/* The row stride, in floats, of the warps' partial tiles (red[W][ROWS][LDR]). With one column per
+ * thread a warp's 32 consecutive elements cross rows where BN is not a multiple of 32: dense rows
+ * keep them in 32 distinct banks, where BN + 4 made every load a 2-way conflict (H100 back to back,
+ * tensor scales, 24 columns: 3072×12288 M = 16 14.50 → 14.29 µs, the sums 0.52 → 0.39 µs; block:128
+ * 15.29 → 15.14). The accumulators' writes then conflict instead, but only the last warp's are on
+ * the path. Elsewhere BN + 4: those writes fall in distinct banks, and rows stay 16-byte aligned
+ * for V = 4. */
+__host__ __device__ constexpr int fk_skinny_ldr(int MI, int BN) { return fk_skinny_v(MI, BN) == 1 && BN % 32 != 0 ? BN : BN + 4; }
+
 template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LATE = BLOCK, bool RS = false,
           bool PAIR = false, bool SWAP = false>
 __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
-    constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = BN + 4;
+    constexpr int BN = NJ * Mma::TN, ROWS = MI * 16, LDR = fk_skinny_ldr(MI, BN);
     /* SWAP (M <= 8, NVIDIA; tensor or channel scales, or block scales in units of the current
      * group): the weight is the product's 16-row operand and A the 8-column one, so that one
      * instruction takes two fragments' columns (NA of them). */
     static_assert(!SWAP || (MI == 1 && (!BLOCK || RS)), "the swapped product: one row fragment, one accumulator set");
     constexpr int NA = FkAccTiles<NJ, SWAP>::N;
-    /* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96
-     * columns and 6 warps, one column each made 8 rounds of dependent loads and stores at
-     * M = 16, all of it after the weight's last bytes had arrived. Not with two A fragments,
-     * whose registers are short (gfx1100 spilled with block scales). (LDR keeps rows 16-byte
-     * aligned.) */
-    constexpr int V = MI == 1 && BN >= 64 ? 4 : 1;
+    constexpr int V = fk_skinny_v(MI, BN);
     extern __shared__ float fk_red[]; /* [W][ROWS][LDR] */
     auto red = reinterpret_cast<float (*)[ROWS][LDR]>(fk_red);
 
@@ -336,7 +346,7 @@ template <class Mma, int MI, int NJ, int W, bool BLOCK, int MINB = 1, bool A_LAT
           bool PAIR = false, bool SWAP = false>
 static FkSkinnyGrid fk_skinny_grid(const FkParams &p) {
     constexpr int BN = NJ * Mma::TN;
-    constexpr size_t SMEM = (size_t)W * MI * 16 * (BN + 4) * sizeof(float);
+    constexpr size_t SMEM = (size_t)W * MI * 16 * fk_skinny_ldr(MI, BN) * sizeof(float);
     static_assert(SMEM <= FK_SMEM_FLOOR, "the warps' partial tiles fit every GPU of the build");
     auto kern = fk_gemm_skinny<Mma, MI, NJ, W, BLOCK, MINB, A_LATE, RS, PAIR, SWAP>;
     /* As many blocks as fit on the GPU at once (no second, mostly idle wave), but every warp
