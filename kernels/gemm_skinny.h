@@ -213,8 +213,9 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
 
     /* A_LATE: the next super-step's rows of A are loaded after this one's products (and flush)
      * rather than beside its weight; the weight loads, whose latency is DRAM's, go out first
-     * either way. With block scales always (H100 back to back, block:128: 1.06–1.13× faster at
-     * M = 1 and 16, e.g. 8192² 27.5 → 24.3 µs); with tensor scales the one-fragment forms keep
+     * either way. With block scales (H100 back to back, block:128: 1.06–1.13× faster at M = 1
+     * and 16, e.g. 8192² 27.5 → 24.3 µs), except in the swapped forms (fk_go_skinny16); with
+     * tensor scales the one-fragment forms keep
      * the old order (0.5–1.7 % slower with it), and the M ≤ 32 kernel takes whichever order's
      * grid fills the GPU better (fk_go_skinny32). */
     if (ss_lo < ss_hi)
@@ -508,6 +509,13 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
     if constexpr (!SWAP && (!BLOCK || RS)) {
         if (p.M <= 8) return fk_go_skinny16<Mma, BLOCK, RS, true>(p, st, ws_need, ws, ws_bytes);
     }
+    /* Swapped, the rescaling forms load A's rows beside the weight (not A_LATE): they have the
+     * registers for it (the 24-column form 72 → 80 on sm_90a, no spills). H100 back to back,
+     * M = 1 / 8, block:128: 3072×6144 7.84 / 8.34 → 7.71 / 7.98 µs, 3072×12288 13.68 / 14.11 →
+     * 13.53 / 13.90, 6144×4096 10.28 / 11.22 → 10.17 / 10.71, 11008×4096 16.48 / 17.17 → 16.34 /
+     * 16.81, 8192² 1 %; block:64 alike (3072×6144 8.62 / 8.86 → 8.14 / 8.52); 14336×4096 M = 1
+     * 1.3 % slower (20.40 → 20.67), 4096×11008 within 0.5 %. */
+    constexpr bool LATE = !SWAP;
     if constexpr (RS) {
         /* Block scales in units of the current group (FK_SCALE_BLOCK_RS): no second accumulator
          * set, so the 64- and 24-column tiles take as many warps as with tensor scales (12 and 24,
@@ -524,8 +532,8 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * 64-column form likewise at 32 k (block:32 8192² M = 16 28.61 → 27.26 µs, single call
          * 42.6 → 34.0), not at 16 k (8192² 39.46 → 39.76) or 64 k (level). */
         const int f = fk_skinny16_form(p.N, false);
-        if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, (Mma::KSS != 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
-        if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+        if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, (Mma::KSS != 32) && LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+        if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32) && LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         /* Where the two-set forms take 48-column tiles in two blocks of 6 warps per
          * multiprocessor (N = 12288 on 132), the same tiles with one set, from 64-k super-steps
          * (block:64 and coarser). Back to back, M = 1 / 8 / 16, block:128 12288×3072: H100 13.57 /
@@ -534,7 +542,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * 32 k (block:32, A's rows loaded early) M = 16 lost 25 % (H100 12288×3072 17.45 →
          * 21.84), and 9 warps instead of 6 lost up to 40 % at M = 16. */
         if constexpr (Mma::KSS >= 64) {
-            if (fk_skinny16_form(p.N, true) == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, true, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+            if (fk_skinny16_form(p.N, true) == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         }
         /* Where the two-set forms would take 4-warp blocks: the same blocks with one set, in 32-
          * or 64-column tiles (swapped at M ≤ 8: 101 and 138 registers on sm_90a at 64-k
@@ -552,11 +560,11 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         if constexpr (Mma::KSS >= 32) {
             if (!fk_skinny16_form(p.N, true)) {
                 if constexpr (Mma::KSS >= 64) {
-                    const double w32 = fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, true, 1, true, true, false, SWAP>(p));
-                    const double w64 = fk_wave_fill(fk_skinny_grid<Mma, 1, 8, 4, true, 1, true, true, false, SWAP>(p));
-                    if (w64 < w32 + 0.05) return fk_go_skinny<Mma, 1, 4, 4, true, 1, true, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+                    const double w32 = fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, true, 1, LATE, true, false, SWAP>(p));
+                    const double w64 = fk_wave_fill(fk_skinny_grid<Mma, 1, 8, 4, true, 1, LATE, true, false, SWAP>(p));
+                    if (w64 < w32 + 0.05) return fk_go_skinny<Mma, 1, 4, 4, true, 1, LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
                 }
-                return fk_go_skinny<Mma, 1, 8, 4, true, 1, (Mma::KSS != 32), true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+                return fk_go_skinny<Mma, 1, 8, 4, true, 1, (Mma::KSS != 32) && LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
             }
         }
     }
