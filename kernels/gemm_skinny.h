@@ -213,9 +213,9 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
 
     /* A_LATE: the next super-step's rows of A are loaded after this one's products (and flush)
      * rather than beside its weight; the weight loads, whose latency is DRAM's, go out first
-     * either way. With block scales (H100 back to back, block:128: 1.06–1.13× faster at M = 1
-     * and 16, e.g. 8192² 27.5 → 24.3 µs), except in the swapped forms (fk_go_skinny16); with
-     * tensor scales the one-fragment forms keep
+     * either way. With block scales in the two-set forms (H100 back to back, block:128:
+     * 1.06–1.13× faster at M = 1 and 16, e.g. 8192² 27.5 → 24.3 µs) and where registers are short
+     * (fk_go_skinny16); with tensor scales the one-fragment forms keep
      * the old order (0.5–1.7 % slower with it), and the M ≤ 32 kernel takes whichever order's
      * grid fills the GPU better (fk_go_skinny32). */
     if (ss_lo < ss_hi)
@@ -509,31 +509,33 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
     if constexpr (!SWAP && (!BLOCK || RS)) {
         if (p.M <= 8) return fk_go_skinny16<Mma, BLOCK, RS, true>(p, st, ws_need, ws, ws_bytes);
     }
-    /* Swapped, the rescaling forms load A's rows beside the weight (not A_LATE): they have the
-     * registers for it (the 24-column form 72 → 80 on sm_90a, no spills). H100 back to back,
-     * M = 1 / 8, block:128: 3072×6144 7.84 / 8.34 → 7.71 / 7.98 µs, 3072×12288 13.68 / 14.11 →
-     * 13.53 / 13.90, 6144×4096 10.28 / 11.22 → 10.17 / 10.71, 11008×4096 16.48 / 17.17 → 16.34 /
-     * 16.81, 8192² 1 %; block:64 alike (3072×6144 8.62 / 8.86 → 8.14 / 8.52); 14336×4096 M = 1
-     * 1.3 % slower (20.40 → 20.67), 4096×11008 within 0.5 %. */
-    constexpr bool LATE = !SWAP;
     if constexpr (RS) {
         /* Block scales in units of the current group (FK_SCALE_BLOCK_RS): no second accumulator
          * set, so the 64- and 24-column tiles take as many warps as with tensor scales (12 and 24,
-         * at 151 and 80 registers on sm_90a, against 8 and 18). H100 back to back, block:128,
+         * at 168 and 80 registers on sm_90a, against 8 and 18). H100 back to back, block:128,
          * M = 1 / 16 against the two-set forms: 8192² 23.83 / 25.10 → 23.25 / 24.16 µs, 3072×12288
          * 14.79 / 16.07 → 14.18 / 15.38, 3072×6144 8.61 / 9.51 → 8.48 / 9.35; block:32 6–8 %. Not
          * elsewhere: the 96-column tiles of 7 warps lost 3 % to the two-set 48-column tiles at
          * N = 12288, 12 warps at 24 columns and K = 3072 1 %, and the 4-warp blocks of 64 columns
-         * 7–27 % at 4096² and 14336×4096 (where those of 32 columns won, below). The 24-column form
-         * loads the next super-step's rows of A beside its weight (not A_LATE) where its
-         * super-steps are of 32 or 16 k (block:32, block:16), which fits its 80 registers there:
-         * H100 back to back, 3072×12288 M = 16 block:32 19.52 → 18.44 µs, block:16 30.80 → 29.24,
-         * single calls up to 1.25× faster; at 64 k it spilled 20 bytes and was 7 % slower. The
-         * 64-column form likewise at 32 k (block:32 8192² M = 16 28.61 → 27.26 µs, single call
-         * 42.6 → 34.0), not at 16 k (8192² 39.46 → 39.76) or 64 k (level). */
+         * 7–27 % at 4096² and 14336×4096 (where those of 32 columns won, below).
+         * These forms load the next super-step's rows of A beside its weight (not A_LATE), but for
+         * the 24-column one unswapped at 64-k super-steps: at its 80-register cap that spilled
+         * 20–24 bytes and was 1–9 % slower at M = 16 (block:128 3072×12288 15.11 → 15.84–16.50 µs);
+         * and for the 64-column one unswapped at 16 k (block:16 8192² M = 16 38.91 → 40.50).
+         * With 32- or 16-k super-steps it fits there (H100 back to back, 3072×12288 M = 16 block:32
+         * 19.52 → 18.44 µs, block:16 30.80 → 29.24, single calls up to 1.25× faster), and the other
+         * forms have the registers (sm_90a, 64-k super-steps: swapped 24 columns 72 → 80; 64
+         * columns 151 → 168, the 4-warp blocks of 32 columns 101 → 112, both still as many blocks
+         * per multiprocessor; those of 64 columns 162 → 176, three blocks → two). H100 back to back,
+         * block:128, swapped M = 1 / 8: 3072×6144 7.84 / 8.34 → 7.71 / 7.98 µs, 3072×12288 13.68 /
+         * 14.11 → 13.53 / 13.90, 6144×4096 10.28 / 11.22 → 10.17 / 10.71, but 14336×4096 M = 1
+         * 20.40 → 20.67; unswapped M = 9 / 16: 12288×3072 14.06 / 14.40 → 13.83 / 14.15, 8192²
+         * 24.02 / 24.20 → 23.56 / 23.76, 8192×3072 10.68 / 10.99 → 10.18 / 10.30, 6144×4096 12.91 /
+         * 13.22 → 12.56 / 12.88, 4096×14336 22.21 / 22.66 → 21.88 / 22.27, but 11008×4096 M = 9
+         * 18.75 → 18.91; block:64 alike. */
         const int f = fk_skinny16_form(p.N, false);
-        if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, (Mma::KSS != 32) && LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
-        if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32) && LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+        if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, Mma::KSS == 16 && !SWAP, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+        if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32) && !SWAP, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         /* Where the two-set forms take 48-column tiles in two blocks of 6 warps per
          * multiprocessor (N = 12288 on 132), the same tiles with one set, from 64-k super-steps
          * (block:64 and coarser). Back to back, M = 1 / 8 / 16, block:128 12288×3072: H100 13.57 /
@@ -542,11 +544,11 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * 32 k (block:32, A's rows loaded early) M = 16 lost 25 % (H100 12288×3072 17.45 →
          * 21.84), and 9 warps instead of 6 lost up to 40 % at M = 16. */
         if constexpr (Mma::KSS >= 64) {
-            if (fk_skinny16_form(p.N, true) == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+            if (fk_skinny16_form(p.N, true) == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, false, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         }
         /* Where the two-set forms would take 4-warp blocks: the same blocks with one set, in 32-
-         * or 64-column tiles (swapped at M ≤ 8: 101 and 138 registers on sm_90a at 64-k
-         * super-steps, so 4 and 3 blocks per multiprocessor). At 64-k super-steps the 64-column
+         * or 64-column tiles (at 64-k super-steps 112 and 176 registers on sm_90a, so 4 and 2
+         * blocks per multiprocessor; swapped at M ≤ 8 101 and 148, 4 and 3). At 64-k super-steps the 64-column
          * tiles where their grid fills a wave by 5 points more, else the 32-column ones; at 32 k
          * (block:32) the 64-column ones. H200 back to back against the two-set blocks, M = 1 / 16,
          * block:128: 4096² 8.40 / 10.40 → 7.16 / 9.02 µs, 14336×4096 19.32 / 22.82 → 16.50 /
@@ -560,11 +562,11 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         if constexpr (Mma::KSS >= 32) {
             if (!fk_skinny16_form(p.N, true)) {
                 if constexpr (Mma::KSS >= 64) {
-                    const double w32 = fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, true, 1, LATE, true, false, SWAP>(p));
-                    const double w64 = fk_wave_fill(fk_skinny_grid<Mma, 1, 8, 4, true, 1, LATE, true, false, SWAP>(p));
-                    if (w64 < w32 + 0.05) return fk_go_skinny<Mma, 1, 4, 4, true, 1, LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+                    const double w32 = fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, true, 1, false, true, false, SWAP>(p));
+                    const double w64 = fk_wave_fill(fk_skinny_grid<Mma, 1, 8, 4, true, 1, false, true, false, SWAP>(p));
+                    if (w64 < w32 + 0.05) return fk_go_skinny<Mma, 1, 4, 4, true, 1, false, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
                 }
-                return fk_go_skinny<Mma, 1, 8, 4, true, 1, (Mma::KSS != 32) && LATE, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+                return fk_go_skinny<Mma, 1, 8, 4, true, 1, false, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
             }
         }
     }
