@@ -88,9 +88,11 @@ __device__ __forceinline__ void fk_ld_f32(const float *ptr, float *v) {
 
 /* The sums after the loop take V adjacent columns per thread where the tile is wide: at 96 columns
  * and 6 warps, one column each made 8 rounds of dependent loads and stores at M = 16, all of it
- * after the weight's last bytes had arrived. Not with two A fragments, whose registers are short
- * (gfx1100 spilled with block scales). */
-__host__ __device__ constexpr int fk_skinny_v(int MI, int BN) { return MI == 1 && BN >= 64 ? 4 : 1; }
+ * after the weight's last bytes had arrived; at 48 columns and 6 warps 4 rounds (H100 back to
+ * back, M = 16, block:128 12288×3072 14.12 → 13.91 µs, 12288×4096 18.33 → 18.09; block:64 and
+ * block:32 1 %). Not with two A fragments, whose registers are short (gfx1100 spilled with block
+ * scales). */
+__host__ __device__ constexpr int fk_skinny_v(int MI, int BN) { return MI == 1 && BN >= 48 ? 4 : 1; }
 
 /* The row stride, in floats, of the warps' partial tiles (red[W][ROWS][LDR]). With one column per
  * thread a warp's 32 consecutive elements cross rows where BN is not a multiple of 32: dense rows
