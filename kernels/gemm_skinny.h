@@ -216,8 +216,8 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
     /* A_LATE: the next super-step's rows of A are loaded after this one's products (and flush)
      * rather than beside its weight; the weight loads, whose latency is DRAM's, go out first
      * either way. With block scales in the two-set forms (H100 back to back, block:128:
-     * 1.06–1.13× faster at M = 1 and 16, e.g. 8192² 27.5 → 24.3 µs) and where registers are short
-     * (fk_go_skinny16); with tensor scales the one-fragment forms keep
+     * 1.06–1.13× faster at M = 1 and 16, e.g. 8192² 27.5 → 24.3 µs) and in the rescaling forms
+     * where registers are short (fk_go_skinny16); with tensor scales the one-fragment forms keep
      * the old order (0.5–1.7 % slower with it), and the M ≤ 32 kernel takes whichever order's
      * grid fills the GPU better (fk_go_skinny32). */
     if (ss_lo < ss_hi)
@@ -520,15 +520,15 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * elsewhere: the 96-column tiles of 7 warps lost 3 % to the two-set 48-column tiles at
          * N = 12288, 12 warps at 24 columns and K = 3072 1 %, and the 4-warp blocks of 64 columns
          * 7–27 % at 4096² and 14336×4096 (where those of 32 columns won, below).
-         * These forms load the next super-step's rows of A beside its weight (not A_LATE), but for
-         * the 24-column one unswapped at 64-k super-steps: at its 80-register cap that spilled
-         * 20–24 bytes and was 1–9 % slower at M = 16 (block:128 3072×12288 15.11 → 15.84–16.50 µs);
-         * and for the 64-column one unswapped at 16 k (block:16 8192² M = 16 38.91 → 40.50).
-         * With 32- or 16-k super-steps it fits there (H100 back to back, 3072×12288 M = 16 block:32
-         * 19.52 → 18.44 µs, block:16 30.80 → 29.24, single calls up to 1.25× faster), and the other
-         * forms have the registers (sm_90a, 64-k super-steps: swapped 24 columns 72 → 80; 64
-         * columns 151 → 168, the 4-warp blocks of 32 columns 101 → 112, both still as many blocks
-         * per multiprocessor; those of 64 columns 162 → 176, three blocks → two). H100 back to back,
+         * These forms load the next super-step's rows of A beside its weight (not A_LATE) where
+         * registers allow. Not the 24-column one unswapped at 64-k super-steps: at its 80-register
+         * cap that spilled 20–24 bytes and was 1–9 % slower at M = 16 (block:128 3072×12288 15.11 →
+         * 15.84–16.50 µs); at 32 or 16 k it fits (H100 back to back, 3072×12288 M = 16 block:32
+         * 19.52 → 18.44 µs, block:16 30.80 → 29.24, single calls up to 1.25× faster). Not the
+         * 64-column one unswapped at 16 k (block:16 8192² M = 16 38.91 → 40.50). Elsewhere at 64 k
+         * (sm_90a registers: swapped 24 columns 72 → 80; 64 columns 151 → 168 and the 4-warp blocks
+         * of 32 columns 101 → 112, still as many blocks per multiprocessor; those of 64 columns
+         * 162 → 176, three blocks → two). H100 back to back,
          * block:128, swapped M = 1 / 8: 3072×6144 7.84 / 8.34 → 7.71 / 7.98 µs, 3072×12288 13.68 /
          * 14.11 → 13.53 / 13.90, 6144×4096 10.28 / 11.22 → 10.17 / 10.71, but 14336×4096 M = 1
          * 20.40 → 20.67; unswapped M = 9 / 16: 12288×3072 14.06 / 14.40 → 13.83 / 14.15, 8192²
@@ -548,19 +548,19 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
         if constexpr (Mma::KSS >= 64) {
             if (fk_skinny16_form(p.N, true) == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, false, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         }
-        /* Where the two-set forms would take 4-warp blocks: the same blocks with one set, in 32-
-         * or 64-column tiles (at 64-k super-steps 112 and 176 registers on sm_90a, so 4 and 2
-         * blocks per multiprocessor; swapped at M ≤ 8 101 and 148, 4 and 3). At 64-k super-steps the 64-column
-         * tiles where their grid fills a wave by 5 points more, else the 32-column ones; at 32 k
-         * (block:32) the 64-column ones. H200 back to back against the two-set blocks, M = 1 / 16,
-         * block:128: 4096² 8.40 / 10.40 → 7.16 / 9.02 µs, 14336×4096 19.32 / 22.82 → 16.50 /
-         * 20.87, 4096×14336 19.37 / 23.44 → 16.94 / 21.04, 4096×11008 15.88 / 19.34 → 13.77 /
-         * 17.28 (32 columns), 11008×4096 19.20 / 22.77 → 13.80 / 18.65, 6144×4096 12.41 / 15.14
-         * → 9.11 / 12.35 (64 columns); block:64 alike; block:32 14336×4096 34.20 / 34.01 → 24.76
-         * / 27.27, 11008×4096 20.17 / 22.42 → 17.67 / 20.00, but 6144×4096 11.90 / 13.78 →
-         * 11.05 / 14.84. H100 at M = 1: 5–19 % at block:128 (4096² 8.93 → 7.97), block:32 up to
-         * 24 % (14336×4096 33.88 → 25.72), 6144×4096 3 % slower (12.32 → 12.65). (Unmeasured at
-         * 16-k super-steps, block:16: not there.) */
+        /* Where the two-set forms would take 4-warp blocks: the same blocks with one set, in 32- or
+         * 64-column tiles (at 64-k super-steps 112 and 176 registers on sm_90a, so 4 and 2 blocks
+         * per multiprocessor; swapped at M ≤ 8 101 and 148, 4 and 3). At 64-k super-steps the
+         * 64-column tiles where their grid fills a wave by 5 points more, else the 32-column ones;
+         * at 32 k (block:32) the 64-column ones. H200 back to back against the two-set blocks, M =
+         * 1 / 16, block:128: 4096² 8.40 / 10.40 → 7.16 / 9.02 µs, 14336×4096 19.32 / 22.82 → 16.50
+         * / 20.87, 4096×14336 19.37 / 23.44 → 16.94 / 21.04, 4096×11008 15.88 / 19.34 → 13.77 /
+         * 17.28 (32 columns), 11008×4096 19.20 / 22.77 → 13.80 / 18.65, 6144×4096 12.41 / 15.14 →
+         * 9.11 / 12.35 (64 columns); block:64 alike; block:32 14336×4096 34.20 / 34.01 → 24.76 /
+         * 27.27, 11008×4096 20.17 / 22.42 → 17.67 / 20.00, but 6144×4096 11.90 / 13.78 → 11.05 /
+         * 14.84. H100 at M = 1: 5–19 % at block:128 (4096² 8.93 → 7.97), block:32 up to 24 %
+         * (14336×4096 33.88 → 25.72), 6144×4096 3 % slower (12.32 → 12.65). (Unmeasured at 16-k
+         * super-steps, block:16: not there.) */
         if constexpr (Mma::KSS >= 32) {
             if (!fk_skinny16_form(p.N, true)) {
                 if constexpr (Mma::KSS >= 64) {
