@@ -33,13 +33,13 @@ struct FkParams {
 struct FkCol {
     float s, b;
 };
-__device__ __forceinline__ FkCol fk_col(const FkParams &p, int col) {
-    FkCol c = {1.0f, 0.0f};
-    if (p.kind == FK_SCALE_TENSOR) c.s = p.S[0];
-    else if (p.kind == FK_SCALE_CHANNEL) c.s = p.S[col];
-    if (p.bias) c.b = p.out_bf16 ? fk_bf16_to_f32(p.bias[col]) : fk_f16_to_f32(p.bias[col]);
-    return c;
+__device__ __forceinline__ float fk_col_scale(const FkParams &p, int col) {
+    return p.kind == FK_SCALE_TENSOR ? p.S[0] : p.kind == FK_SCALE_CHANNEL ? p.S[col] : 1.0f;
 }
+__device__ __forceinline__ float fk_col_bias(const FkParams &p, int col) {
+    return !p.bias ? 0.0f : p.out_bf16 ? fk_bf16_to_f32(p.bias[col]) : fk_f16_to_f32(p.bias[col]);
+}
+__device__ __forceinline__ FkCol fk_col(const FkParams &p, int col) { return FkCol{fk_col_scale(p, col), fk_col_bias(p, col)}; }
 __device__ __forceinline__ float fk_finish_col(const FkParams &p, FkCol c, float v) {
     if (p.kind == FK_SCALE_TENSOR || p.kind == FK_SCALE_CHANNEL) v = v * c.s;
     if (p.bias) v = v + c.b;

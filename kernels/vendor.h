@@ -231,7 +231,7 @@ __device__ __forceinline__ void fk_syncwarp() {
  * writes visible) it must not read what earlier work wrote nor write anything: it may warm
  * L2 (fk_prefetch_l2; L2 is coherent for every multiprocessor, so a line prefetched before
  * another kernel writes it is not stale) and read what the kernel before it does not write
- * (the matrix product: its weight and block scales, see fk_gemm). Without the launch
+ * (the matrix product: its weight and scales, see fk_gemm). Without the launch
  * attribute both calls do nothing. No-ops elsewhere. */
 #if FK_NVIDIA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define FK_GRID_DEPENDENCY 1
