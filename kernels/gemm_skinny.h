@@ -444,13 +444,18 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
     return tiles <= slots && tiles * 10 >= slots * 9;
 }
 
-/* M ≤ 16. Where the column tiles of 12, 8 or 3 fragments (96, 64 or 24 columns on NVIDIA)
- * make one wave of one block per multiprocessor, blocks of 7, 12 or 21–24 warps: each splits
- * its tile's K between its own warps and adds their sums in shared memory, with no split-K sum
- * through L2 after the loop (H100 back to back, N = 12288, 8192 and 3072: 1.02–1.25× faster
- * than the 4-warp blocks picked before). The register file bounds the warp counts (a quarter
- * of it per scheduler: 2, 3 and 5–6 warps there at the 204, 152 and 80 registers each form
- * needs); at 96 columns 7 warps were 0.5–1 % faster than 6 or 8. At 24 columns 24 warps where
+/* M ≤ 16. Where the column tiles of 8 or 3 fragments (64 or 24 columns on NVIDIA) make one
+ * wave of one block per multiprocessor, blocks of 12 or 21–24 warps: each splits its tile's K
+ * between its own warps and adds their sums in shared memory, with no split-K sum through L2
+ * after the loop (H100 back to back, N = 8192 and 3072: 1.02–1.25× faster than the 4-warp
+ * blocks picked before). The register file bounds the warp counts (a quarter of it per
+ * scheduler: 3 and 5–6 warps there at the 152 and 80 registers each form needs). At N = 12288
+ * tiles of 6 fragments (48 columns) in two blocks of 6 warps per multiprocessor (158 registers
+ * with the two operand sets taking turns), against the 96-column tiles of 7 warps, one block
+ * each, that it took before (back to back, tensor scales, M = 1 / 16: H100 12288×3072 12.76 /
+ * 13.67 → 12.46 / 13.21 µs, 12288×4096 16.65 / 18.45 → 16.48 / 16.88; H200 10.16 / 12.09 →
+ * 9.91 / 10.95 and 13.12 / 16.17 → 12.79 / 13.70; H100 12288×8192 M = 1 1 % slower, 32.03 →
+ * 32.46). At 24 columns 24 warps where
  * each still gets 256 or more of K (K = 12288: 2–3 % faster than 21; K = 3072, where each gets
  * 128, 1 % slower), and where K ≤ 3072 12 warps in two blocks per multiprocessor, which split
  * K between them and add their sums through L2 (H100 back to back against 21 warps: 3072²
@@ -459,10 +464,9 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
  * scales' second accumulator set and scales take 8 and 12 warps (196 and 106 registers on
  * sm_90a), 18 at 3 fragments (96 registers) where each warp gets 256 or more of
  * K (block:128, 3072×12288 back to back on the H100: 1.03–1.04× faster than 15, which was 1.06×
- * faster than 12; at K = 3072 18 and 15 warps were 1.03–1.04× slower than 12), and none at 12
- * fragments: N = 12288 takes 6 fragments (48 columns) in two blocks of 6 warps per
- * multiprocessor instead (3 warps per scheduler, 158 registers), 1.2× faster than the 4-warp
- * blocks it used before; 96 columns in 6 warps of 255 registers measured 1.15× slower.
+ * faster than 12; at K = 3072 18 and 15 warps were 1.03–1.04× slower than 12), and at 48 columns
+ * 6 (1.2× faster than the 4-warp blocks they used before; 96 columns in 6 warps of 255
+ * registers measured 1.15× slower).
  * On AMD (16-column fragments) only the forms that compile without scratch memory for gfx11: 8
  * and 3 fragments, and 3 with block scales; with as many warps as a workgroup's 64 KiB of LDS
  * holds partial tiles of (7 of 128 columns, 18 of 48: 58 KiB each; 12 and 21–24 warps, as on
@@ -481,8 +485,8 @@ struct FkSkinnyForm {
 };
 static int fk_skinny16_form(long long n, bool block) {
 #if FK_FRAG_NV
-    static const FkSkinnyForm forms[] = {{12, 1}, {8, 1}, {3, 1}, {0, 0}};
-    static const FkSkinnyForm block_forms[] = {{8, 1}, {3, 1}, {6, 2}, {0, 0}};
+    /* the same tiles with block scales or without */
+    static const FkSkinnyForm forms[] = {{8, 1}, {3, 1}, {6, 2}, {0, 0}}, *const block_forms = forms;
 #else
     static const FkSkinnyForm forms[] = {{8, 1}, {3, 1}, {0, 0}}, block_forms[] = {{3, 1}, {0, 0}};
 #endif
@@ -551,7 +555,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * 32 k (block:32, A's rows loaded early) M = 16 lost 25 % (H100 12288×3072 17.45 →
          * 21.84), and 9 warps instead of 6 lost up to 40 % at M = 16. */
         if constexpr (Mma::KSS >= 64) {
-            if (fk_skinny16_form(p.N, true) == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, false, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+            if (f == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, false, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         }
         /* Where the two-set forms would take 4-warp blocks: the same blocks with one set, in 32- or
          * 64-column tiles (at 64-k super-steps 112 and 176 registers on sm_90a, so 4 and 2 blocks
@@ -567,7 +571,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * (14336×4096 33.88 → 25.72), 6144×4096 3 % slower (12.32 → 12.65). (Unmeasured at 16-k
          * super-steps, block:16: not there.) */
         if constexpr (Mma::KSS >= 32) {
-            if (!fk_skinny16_form(p.N, true)) {
+            if (!f) {
                 if constexpr (Mma::KSS >= 64) {
                     const double w32 = fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, true, 1, false, true, false, SWAP>(p));
                     const double w64 = fk_wave_fill(fk_skinny_grid<Mma, 1, 8, 4, true, 1, false, true, false, SWAP>(p));
@@ -579,11 +583,6 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
     }
 #endif
     switch (fk_skinny16_form(p.N, BLOCK)) {
-#if FK_FRAG_NV
-    case 12:
-        if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 12, 7, false, 1, false, false, true, SWAP>(p, st, ws_need, ws, ws_bytes);
-        break;
-#endif
     case 8:
 #if FK_FRAG_NV
         if constexpr (!BLOCK) return fk_go_skinny<Mma, 1, 8, 12, false, 1, false, false, true, SWAP>(p, st, ws_need, ws, ws_bytes);
@@ -595,7 +594,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
 #if FK_FRAG_NV
     case 6:
         if constexpr (BLOCK) return fk_go_skinny<Mma, 1, 6, 6, true, 2>(p, st, ws_need, ws, ws_bytes);
-        break;
+        else return fk_go_skinny<Mma, 1, 6, 6, false, 2, false, false, true, SWAP>(p, st, ws_need, ws, ws_bytes);
 #endif
     case 3:
         if constexpr (BLOCK) {
