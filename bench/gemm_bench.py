@@ -315,6 +315,7 @@ def main():
                 print(json.dumps(rec), flush=True)
                 del p, ref
                 torch.cuda.empty_cache()
+    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "gemm_bench.json"), "w") as f:
         json.dump(results, f, indent=1)
 

@@ -480,6 +480,15 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
 #define FK_SKINNY16_NJ 4
 #define FK_FRAG_TN (MmaAmd::TN)
 #endif
+/* The 48-column tiles' warps per block (two blocks per multiprocessor): 6 at 158 (tensor
+ * scales, the operand sets taking turns) and 146 registers (block scales in units of the current
+ * group) on sm_90a; swapped at M ≤ 8, where they take 120 and 116, 8 (back to back, M = 1 / 8,
+ * against 6: H100 tensor scales 12288×4096 16.45 / 16.61 → 16.20 / 16.52 µs, 12288×8192 32.50 /
+ * 32.47 → 31.76 / 31.89, but 12288×3072 M = 8 12.62 → 12.69; block:128 12288×3072 13.10 / 13.32
+ * → 12.83 / 13.16, 12288×4096 17.42 / 17.55 → 16.91 / 17.16; H200 tensor scales 12288×3072
+ * M = 1 9.87 → 9.81, 12288×8192 24.04 / 24.33 → 23.04 / 23.25, block:128 12288×4096 13.98 /
+ * 14.27 → 13.12 / 13.40; block:64 2–5 % on both). */
+__host__ __device__ constexpr int fk_skinny48_warps(bool swapped) { return swapped ? 8 : 6; }
 struct FkSkinnyForm {
     int nj, per_sm; /* fragments per column tile, blocks per multiprocessor */
 };
@@ -555,7 +564,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * 32 k (block:32, A's rows loaded early) M = 16 lost 25 % (H100 12288×3072 17.45 →
          * 21.84), and 9 warps instead of 6 lost up to 40 % at M = 16. */
         if constexpr (Mma::KSS >= 64) {
-            if (f == 6) return fk_go_skinny<Mma, 1, 6, 6, true, 2, false, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
+            if (f == 6) return fk_go_skinny<Mma, 1, 6, fk_skinny48_warps(SWAP), true, 2, false, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         }
         /* Where the two-set forms would take 4-warp blocks: the same blocks with one set, in 32- or
          * 64-column tiles (at 64-k super-steps 112 and 176 registers on sm_90a, so 4 and 2 blocks
@@ -594,7 +603,7 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
 #if FK_FRAG_NV
     case 6:
         if constexpr (BLOCK) return fk_go_skinny<Mma, 1, 6, 6, true, 2>(p, st, ws_need, ws, ws_bytes);
-        else return fk_go_skinny<Mma, 1, 6, 6, false, 2, false, false, true, SWAP>(p, st, ws_need, ws, ws_bytes);
+        else return fk_go_skinny<Mma, 1, 6, fk_skinny48_warps(SWAP), false, 2, false, false, true, SWAP>(p, st, ws_need, ws, ws_bytes);
 #endif
     case 3:
         if constexpr (BLOCK) {
