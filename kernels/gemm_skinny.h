@@ -455,7 +455,7 @@ static bool fk_skinny_one_wave(long long n, int bn, int per_sm) {
  * each, that it took before (back to back, tensor scales, M = 1 / 16: H100 12288×3072 12.76 /
  * 13.67 → 12.46 / 13.21 µs, 12288×4096 16.65 / 18.45 → 16.48 / 16.88; H200 10.16 / 12.09 →
  * 9.91 / 10.95 and 13.12 / 16.17 → 12.79 / 13.70; H100 12288×8192 M = 1 1 % slower, 32.03 →
- * 32.46). At 24 columns 24 warps where
+ * 32.46, until the swapped form took 8 warps: fk_skinny48_warps). At 24 columns 24 warps where
  * each still gets 256 or more of K (K = 12288: 2–3 % faster than 21; K = 3072, where each gets
  * 128, 1 % slower), and where K ≤ 3072 12 warps in two blocks per multiprocessor, which split
  * K between them and add their sums through L2 (H100 back to back against 21 warps: 3072²
