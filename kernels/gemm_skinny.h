@@ -549,10 +549,11 @@ static hipError_t fk_go_skinny16(FkParams &p, hipStream_t st, size_t *ws_need, v
          * of 32 columns 101 → 112, still as many blocks per multiprocessor; those of 64 columns
          * 162 → 176, three blocks → two). H100 back to back, block:128, swapped M = 1 / 8:
          * 3072×6144 7.84 / 8.34 → 7.71 / 7.98 µs, 3072×12288 13.68 / 14.11 → 13.53 / 13.90,
-         * 6144×4096 10.28 / 11.22 → 10.17 / 10.71, but 14336×4096 M = 1 20.40 → 20.67; unswapped M = 9 / 16: 12288×3072 14.06 / 14.40 → 13.83 / 14.15, 8192²
-         * 24.02 / 24.20 → 23.56 / 23.76, 8192×3072 10.68 / 10.99 → 10.18 / 10.30, 6144×4096 12.91 /
-         * 13.22 → 12.56 / 12.88, 4096×14336 22.21 / 22.66 → 21.88 / 22.27, but 11008×4096 M = 9
-         * 18.75 → 18.91; block:64 alike. */
+         * 6144×4096 10.28 / 11.22 → 10.17 / 10.71, but 14336×4096 M = 1 20.40 → 20.67; unswapped
+         * M = 9 / 16: 12288×3072 14.06 / 14.40 → 13.83 / 14.15, 8192² 24.02 / 24.20 → 23.56 /
+         * 23.76, 8192×3072 10.68 / 10.99 → 10.18 / 10.30, 6144×4096 12.91 / 13.22 → 12.56 / 12.88,
+         * 4096×14336 22.21 / 22.66 → 21.88 / 22.27, but 11008×4096 M = 9 18.75 → 18.91; block:64
+         * alike. */
         const int f = fk_skinny16_form(p.N, false);
         if (f == 8) return fk_go_skinny<Mma, 1, 8, 12, true, 1, Mma::KSS == 16 && !SWAP, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);
         if (f == 3 && p.K >= 24 * 256) return fk_go_skinny<Mma, 1, 3, 24, true, 1, (Mma::KSS > 32) && !SWAP, true, false, SWAP>(p, st, ws_need, ws, ws_bytes);

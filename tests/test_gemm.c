@@ -373,8 +373,8 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
     /* (N, K): small and ragged panels, long K (split K in the skinny and tiled kernels), model
      * shapes (on 119–132 multiprocessors, N = 3072 and 8192 make one wave of the skinny kernel's
      * 24- and 64-column tiles, its blocks of 12–24 warps, and on 128–142 N = 12288 one of its
-     * 48-column tiles, two blocks of 6 warps per multiprocessor; at N = 3072 K = 3072, 4096 and
-     * 6144 take its 12-, 21- and 24-warp forms) */
+     * 48-column tiles, two blocks of 6 warps per multiprocessor, 8 with the operands swapped
+     * (M ≤ 8); at N = 3072 K = 3072, 4096 and 6144 take its 12-, 21- and 24-warp forms) */
     static const uint64_t shapes[][2] = {{64, 128},    {40, 96},     {1032, 96},   {264, 512},  {128, 4096},
                                          {64, 8192},   {3072, 3072}, {3072, 4096}, {3072, 6144}, {8192, 512},
                                          {12288, 256}};
