@@ -16,9 +16,9 @@ extern "C" {
 
 /* FK_SCALE_BLOCK_RS: block scales that the caller has checked to lie in [2^-126, 2^126] in
  * magnitude and within 2^40 of each other (feather_block_scales_rescalable); the kernels may
- * then keep one sum in units of the current group's scale (fk_ws_body, the skinny kernel's
- * rescaling forms in gemm_skinny.h, the tiled kernels above M = 128) instead of a second one
- * per group. */
+ * then keep their sums in units of the current group's scale (fk_ws_body, the skinny kernel's
+ * rescaling forms in gemm_skinny.h, the tiled kernels above M = 128) instead of one sum per
+ * group that is scaled and added as the group closes. */
 enum { FK_SCALE_NONE = 0, FK_SCALE_TENSOR = 1, FK_SCALE_CHANNEL = 2, FK_SCALE_BLOCK = 3, FK_SCALE_BLOCK_RS = 4 };
 
 /* Kernel variants (FK_VARIANT_AUTO picks by shape; the others exist for benchmarks). */

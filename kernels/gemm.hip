@@ -525,7 +525,7 @@ static bool fk_ws_regs_as_assumed(const void *kern) {
 /* Warp-specialised wgmma kernel with NWG consumer warpgroups: one block per multiprocessor.
  * hipErrorNotSupported, before launching anything, where the tensor maps cannot be made or the
  * kernel was compiled to other registers than assumed (fk_gemm then takes a tiled kernel). */
-template <int BNA, int STAGES, int NWG, bool BLOCK>
+template <int BNA, int STAGES, int NWG, bool BLOCK, bool RESCALE = false>
 static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
     typedef FkWsTile<BNA, STAGES, NWG, BLOCK> Tile;
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
@@ -537,7 +537,7 @@ static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
     if (Tile::SMEM > fk_smem_limit() || !fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorNotSupported;
     auto kern = [] {
         if constexpr (NWG == 3) return fk_gemm_wgws3<BNA, STAGES, BLOCK>;
-        else return fk_gemm_wgws<BNA, STAGES, BLOCK>;
+        else return fk_gemm_wgws<BNA, STAGES, BLOCK, RESCALE>;
     }();
     static int occ = -1;
     if (occ < 0) {
@@ -578,7 +578,7 @@ static FkSkWork fk_sk_plan(const FkParams &p) {
 }
 
 /* Warp-specialised kernel with the last waves split between blocks. */
-template <int BNA, int STAGES, bool BLOCK>
+template <int BNA, int STAGES, bool BLOCK, bool RESCALE = false>
 static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
     typedef FkWsTile<BNA, STAGES, 2, BLOCK> Tile;
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
@@ -597,7 +597,7 @@ static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void 
     if (Tile::SMEM > fk_smem_limit() || !fk_ws_maps<BNA, Tile::HROWS>(p, &ta, &tw)) return hipErrorNotSupported;
     constexpr size_t SMEM = Tile::SMEM;
     auto kern = [] {
-        if constexpr (BLOCK) return fk_gemm_wgsk_block<BNA, STAGES>;
+        if constexpr (BLOCK) return fk_gemm_wgsk_block<BNA, STAGES, RESCALE>;
         else return fk_gemm_wgsk<BNA, STAGES>;
     }();
     static bool tried;
@@ -670,37 +670,45 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
     case FK_VARIANT_TILE256:
         return fk_go_tiles<Mma, BLOCK>(FkTiles<2, 4, 4, 8, 3, 1>{}, FkTiles<4, 4, 2, 4, 4, 1>{}, rescale, p, st, ws_need,
                                        ws, ws_bytes);
-    /* the wgmma kernels: block groups must be whole 64-k chunks */
+    /* the wgmma kernels: block groups must be whole 64-k chunks. With block scales the
+     * two-warpgroup kernels keep a second accumulator set, in units of the current group's
+     * scale where the caller allows it (rescale, RS2 in fk_ws_body), else for the exact close. */
     case FK_VARIANT_WS128:
-        if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
+        if constexpr (Mma::KSS == 64)
+            return rescale ? fk_go_wgws<128, 8, 2, BLOCK, BLOCK>(p, st, ws_need) : fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS64:
-        if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, 2, BLOCK>(p, st, ws_need);
+        if constexpr (Mma::KSS == 64)
+            return rescale ? fk_go_wgws<64, 10, 2, BLOCK, BLOCK>(p, st, ws_need) : fk_go_wgws<64, 10, 2, BLOCK>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_SK128:
-        if constexpr (Mma::KSS == 64) return fk_go_wgsk<128, 8, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (Mma::KSS == 64)
+            return rescale ? fk_go_wgsk<128, 8, BLOCK, BLOCK>(p, st, ws_need, ws, ws_bytes)
+                           : fk_go_wgsk<128, 8, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return hipErrorInvalidValue;
     case FK_VARIANT_SK64:
-        if constexpr (Mma::KSS == 64) return fk_go_wgsk<64, 10, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (Mma::KSS == 64)
+            return rescale ? fk_go_wgsk<64, 10, BLOCK, BLOCK>(p, st, ws_need, ws, ws_bytes)
+                           : fk_go_wgsk<64, 10, BLOCK>(p, st, ws_need, ws, ws_bytes);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS192:
-        /* block scales: in units of the current group where the caller allows it, else ws128
-         * (no room for a second accumulator set) */
+        /* block scales: one set in units of the current group where the caller allows it, else
+         * ws128 (no room for a second accumulator set) */
         if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgws<128, 7, 3, false>(p, st, ws_need);
         else if constexpr (Mma::KSS == 64)
-            return rescale ? fk_go_wgws<128, 7, 3, true>(p, st, ws_need) : fk_go_wgws<128, 8, 2, true>(p, st, ws_need);
+            return rescale ? fk_go_wgws<128, 7, 3, true, true>(p, st, ws_need) : fk_go_wgws<128, 8, 2, true>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS256:
-        /* block scales: in units of the current group where the caller allows it, else ws128
-         * (no room for a second set of 128 accumulators); sk256 likewise with sk128 */
+        /* block scales: one set in units of the current group where the caller allows it, else
+         * ws128 (no room for a second set of 128 accumulators); sk256 likewise with sk128 */
         if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgws<256, 5, 2, false>(p, st, ws_need);
         else if constexpr (Mma::KSS == 64)
-            return rescale ? fk_go_wgws<256, 5, 2, true>(p, st, ws_need) : fk_go_wgws<128, 8, 2, true>(p, st, ws_need);
+            return rescale ? fk_go_wgws<256, 5, 2, true, true>(p, st, ws_need) : fk_go_wgws<128, 8, 2, true>(p, st, ws_need);
         else return hipErrorInvalidValue;
     case FK_VARIANT_SK256:
         if constexpr (Mma::KSS == 64 && !BLOCK) return fk_go_wgsk<256, 5, false>(p, st, ws_need, ws, ws_bytes);
         else if constexpr (Mma::KSS == 64)
-            return rescale ? fk_go_wgsk<256, 5, true>(p, st, ws_need, ws, ws_bytes)
+            return rescale ? fk_go_wgsk<256, 5, true, true>(p, st, ws_need, ws, ws_bytes)
                            : fk_go_wgsk<128, 8, true>(p, st, ws_need, ws, ws_bytes);
         else return hipErrorInvalidValue;
     }

@@ -351,7 +351,7 @@ __device__ __forceinline__ void fk_consumers_sync() { asm volatile("bar.sync 1, 
  * and a run of its chunks; without SPLIT whole tiles b, b + grid, …); the producer warp moves
  * every chunk of them, the consumers compute each segment and, with SPLIT, publish or add the
  * partial sums of split tiles before the tile's epilogue. */
-template <int BNA, int STAGES, int NWG, bool BLOCK, bool SPLIT>
+template <int BNA, int STAGES, int NWG, bool BLOCK, bool SPLIT, bool RESCALE>
 __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUtensorMap *tm_w, const FkParams &p,
                                            const FkSkWork &w) {
     typedef FkWsTile<BNA, STAGES, NWG, BLOCK> Tile;
@@ -428,6 +428,23 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
      * other (FK_SCALE_BLOCK_RS): in those units the sum then stays below
      * 2^40 · K · 65504 · 57344 < 2^103, inside f32's range. */
     constexpr bool RS = BLOCK && (NWG == 3 || BNA == 256);
+    static_assert(!RS || RESCALE, "one set only for scales in units of the current group");
+    /* RS2: the same units with two sets, where registers hold them (RESCALE: the host's check
+     * passed). Even chunks go to acc and odd ones to accg, each set in units of the scale of its
+     * last chunk's group: before a set takes a chunk of a later group it is multiplied by the
+     * ratio of the two scales, right after the wait that follows the other set's chunk (its own
+     * last chunk is then complete), so no close waits for the tensor cores. ptxas allows that
+     * read only of a set whose instructions were issued earlier in the same loop pass (else it
+     * serialises every wgmma, C7514), so the loop runs passes of 8 chunks that end with a full
+     * wait: one drain per 8 chunks where the exact close below drains at every group. H100 back
+     * to back, block:128 M = 1024 / 4096, against that close: ws128 3072×12288 201.3 / 685.3 →
+     * 174.1 / 589.6 µs, 8192² 301.3 / 1250.5 → 258.0 / 1049.2; sk128 3072×12288 166.5 / 734.0
+     * → 147.1 / 636.4, 12288×3072 186.3 / 761.7 → 158.4 / 625.5; block:64 up to 1.36×. */
+    constexpr bool RS2 = BLOCK && RESCALE && !RS;
+    struct Units {
+        float u0, u8; /* the scales of rows nrow and nrow + 8 of the set's group */
+        int g;        /* that group */
+    };
     float accg[BLOCK && !RS ? NACC : 1];
     uint32_t a0[4][4], a1[4][4];
     int s = 0, rs = 0; /* stage of the next chunk; stage of the oldest one not yet given back */
@@ -450,6 +467,9 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
         const int n0 = tn * WBN, m0 = tm * BNA;
 #pragma unroll
         for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
+        if constexpr (RS2)
+#pragma unroll
+            for (int i = 0; i < NACC; i++) accg[i] = 0.0f;
         /* block scales: the chunk's place in its group, counted rather than worked out with two
          * remainders by G per chunk (H100, 8192², M = 4096: 476 → 416 M instructions executed;
          * ws128 1.09–1.21× and ws64 1.04–1.07× faster. The same counter in the skinny and tiled
@@ -473,7 +493,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             gs0 = v0 ? __ldg(sp0 + gi) : 0.0f;
             gs8 = v8 ? __ldg(sp8 + gi) : 0.0f;
         };
-        if constexpr (BLOCK && !RS) load_scales();
+        if constexpr (BLOCK && !RS && !RS2) load_scales();
         /* RS: the scales of the next two groups (ns: gi + 1, nns: gi + 2) and the ratio r of this
          * group's close. A close does only its wait and the multiplications: the next ratio and
          * load follow the next chunk's instructions (adv), off the path from the wait to them.
@@ -491,21 +511,26 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             x0 = __ldg(sp0 + last);
             x8 = __ldg(sp8 + last);
         };
-        if constexpr (RS) {
+        Units ua = {1.0f, 1.0f, gi}, ub = ua; /* RS2: acc's and accg's units */
+        if constexpr (RS || RS2) {
             load_ahead(gi, gs0, gs8);
             load_ahead(gi + 1, ns0, ns8);
             load_ahead(gi + 2, nns0, nns8);
             r0 = __fdividef(gs0, ns0);
             r8 = __fdividef(gs8, ns8);
+            ua = {gs0, gs8, gi};
+            ub = ua;
         }
-        if constexpr (BLOCK && SPLIT && !RS) {
+        if constexpr (BLOCK && SPLIT && !RS && !RS2) {
             /* a split tile's run may begin inside a group: its first chunk adds to zeros */
             if (gc != 0)
 #pragma unroll
                 for (int i = 0; i < NACC; i++) accg[i] = 0.0f;
         }
-        auto step = [&](int c, uint32_t(&a)[4][4]) {
-            bool opens = false, closes = false;
+        /* a: the chunk's register operand; RS2: its set, the other set and that one's units, and
+         * whether the step ends its pass */
+        auto step = [&](int c, uint32_t(&a)[4][4], auto &cur, auto &oth, Units &uo, bool drain) {
+            [[maybe_unused]] bool opens = false, closes = false;
             if constexpr (BLOCK) {
                 opens = gc == 0;
                 closes = gc == cpg - 1;
@@ -525,14 +550,15 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             }
             fk_wgmma_fence();
             /* block scales: the group's first instruction overwrites accg */
-            const int keep = BLOCK && opens ? 0 : 1;
+            [[maybe_unused]] const int keep = BLOCK && !RS2 && opens ? 0 : 1;
             /* k16 step k starts 32 bytes further: 2 in the descriptor's address field, whose low
              * 6 bits are zero at the stage's 1024-byte aligned start, so no carry */
             const uint64_t desc0 = fk_wg_desc(act);
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const uint64_t desc = desc0 + 2 * k;
-                if constexpr (BLOCK && !RS) fk_wg_mma_p<BNA>(accg, a[k], desc, k == 0 ? keep : 1);
+                if constexpr (RS2) fk_wg_mma_p<BNA>(cur, a[k], desc, 1);
+                else if constexpr (BLOCK && !RS) fk_wg_mma_p<BNA>(accg, a[k], desc, k == 0 ? keep : 1);
                 else fk_wg_mma_p<BNA>(acc, a[k], desc, 1);
             }
             fk_wgmma_commit();
@@ -553,6 +579,29 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                     gi++;
                     load_ahead(gi + 2, nns0, nns8);
                 }
+            }
+            if constexpr (RS2) {
+                if (drain) fk_wgmma_wait0();
+                else fk_wgmma_wait1();
+                /* the other set to the next chunk's units; a select, not a branch (with a branch
+                 * ptxas waited for the tensor cores before it) */
+                const int gn = gi + (closes ? 1 : 0);
+                const float t0 = closes ? ns0 : gs0, t8 = closes ? ns8 : gs8;
+                const bool later = uo.g != gn;
+                const float q0 = later ? __fdividef(uo.u0, t0) : 1.0f, q8 = later ? __fdividef(uo.u8, t8) : 1.0f;
+#pragma unroll
+                for (int i = 0; i < NACC; i++) oth[i] *= fk_wg_d_row8(i) ? q8 : q0;
+                uo = {t0, t8, gn};
+                give_back(drain ? 0 : 1);
+                if (closes) {
+                    gi = gn;
+                    gs0 = ns0;
+                    gs8 = ns8;
+                    ns0 = nns0;
+                    ns8 = nns8;
+                    load_ahead(gi + 2, nns0, nns8);
+                }
+                return;
             }
             if constexpr (BLOCK) {
                 /* RS: the run's last group is scaled after the loop */
@@ -578,20 +627,43 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             give_back(1);
         };
         /* Pairs of chunks, then an odd last one: no path reaches a redefinition of a set whose
-         * instructions may still run (ptxas would serialize every wgmma, C7513). */
+         * instructions may still run (ptxas would serialize every wgmma, C7513). RS2: passes of
+         * 8 chunks, then pairs, each ending with a full wait. */
         int c = c0;
-        for (; c + 1 < c1; c += 2) {
-            step(c, a0);
-            step(c + 1, a1);
+        if constexpr (RS2) {
+            for (; c + 7 < c1; c += 8) {
+                step(c, a0, acc, accg, ub, false);
+                step(c + 1, a1, accg, acc, ua, false);
+                step(c + 2, a0, acc, accg, ub, false);
+                step(c + 3, a1, accg, acc, ua, false);
+                step(c + 4, a0, acc, accg, ub, false);
+                step(c + 5, a1, accg, acc, ua, false);
+                step(c + 6, a0, acc, accg, ub, false);
+                step(c + 7, a1, accg, acc, ua, true);
+            }
+            for (; c + 1 < c1; c += 2) {
+                step(c, a0, acc, accg, ub, false);
+                step(c + 1, a1, accg, acc, ua, true);
+            }
+            if (c < c1) step(c, a0, acc, accg, ub, true);
+        } else {
+            for (; c + 1 < c1; c += 2) {
+                step(c, a0, acc, accg, ub, false);
+                step(c + 1, a1, accg, acc, ua, false);
+            }
+            if (c < c1) step(c, a0, acc, accg, ub, false);
         }
-        if (c < c1) step(c, a0);
         fk_wgmma_wait0();
         give_back(0);
         if constexpr (RS) {
 #pragma unroll
             for (int i = 0; i < NACC; i++) acc[i] *= fk_wg_d_row8(i) ? gs8 : gs0;
         }
-        if constexpr (BLOCK && SPLIT && !RS) {
+        if constexpr (RS2)
+#pragma unroll
+            for (int i = 0; i < NACC; i++)
+                acc[i] = fk_wg_d_row8(i) ? fmaf(acc[i], ua.u8, accg[i] * ub.u8) : fmaf(acc[i], ua.u0, accg[i] * ub.u0);
+        if constexpr (BLOCK && SPLIT && !RS && !RS2) {
             /* a split tile's run may end inside a group: add what it has of it */
             if (gc != 0)
 #pragma unroll
@@ -638,22 +710,23 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
 }
 
 /* Whole tiles only: block b computes tiles b, b + grid, … */
-template <int BNA, int STAGES, int NWG, bool BLOCK>
+template <int BNA, int STAGES, int NWG, bool BLOCK, bool RESCALE>
 __device__ __forceinline__ void fk_ws_whole(const CUtensorMap *tm_act, const CUtensorMap *tm_w, const FkParams &p) {
     constexpr int WBN = FkWsTile<BNA, STAGES, NWG>::WBN;
     const int ntiles = ((p.N + WBN - 1) / WBN) * ((p.M + BNA - 1) / BNA);
     const FkSkWork w = {ntiles, (p.K + 63) / 64, ntiles, (int)gridDim.x};
-    fk_ws_body<BNA, STAGES, NWG, BLOCK, false>(tm_act, tm_w, p, w);
+    fk_ws_body<BNA, STAGES, NWG, BLOCK, false, RESCALE>(tm_act, tm_w, p, w);
 }
 #endif
 
 /* One block per multiprocessor: the launch bound tells ptxas the registers at entry, without
- * which it ignores setmaxnreg. */
-template <int BNA, int STAGES, bool BLOCK>
+ * which it ignores setmaxnreg. RESCALE: block scales that passed the host's check
+ * (FK_SCALE_BLOCK_RS), summed in units of the current group (RS2 in fk_ws_body). */
+template <int BNA, int STAGES, bool BLOCK, bool RESCALE>
 __global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 2, BLOCK>::THREADS, 1)
     fk_gemm_wgws(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    fk_ws_whole<BNA, STAGES, 2, BLOCK>(&tm_act, &tm_w, p);
+    fk_ws_whole<BNA, STAGES, 2, BLOCK, RESCALE>(&tm_act, &tm_w, p);
 #else
     (void)tm_act;
     (void)tm_w;
@@ -662,11 +735,11 @@ __global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 2, BLOCK>::THREADS, 1)
 }
 
 /* The stream-K kernels' body, compiled for sm_90a only. */
-template <int BNA, int STAGES, bool BLOCK>
+template <int BNA, int STAGES, bool BLOCK, bool RESCALE>
 __device__ __forceinline__ void fk_wgsk_run(const CUtensorMap &tm_act, const CUtensorMap &tm_w, const FkParams &p,
                                             const FkSkWork &w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    fk_ws_body<BNA, STAGES, 2, BLOCK, true>(&tm_act, &tm_w, p, w);
+    fk_ws_body<BNA, STAGES, 2, BLOCK, true, RESCALE>(&tm_act, &tm_w, p, w);
 #else
     (void)tm_act;
     (void)tm_w;
@@ -679,15 +752,15 @@ template <int BNA, int STAGES>
 __global__ void __maxnreg__(FK_SK_MAXNREG)
     fk_gemm_wgsk(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p,
                  FkSkWork w) {
-    fk_wgsk_run<BNA, STAGES, false>(tm_act, tm_w, p, w);
+    fk_wgsk_run<BNA, STAGES, false, false>(tm_act, tm_w, p, w);
 }
 
 /* The same with block scales: a producer warpgroup, hence a launch bound like fk_gemm_wgws's. */
-template <int BNA, int STAGES>
+template <int BNA, int STAGES, bool RESCALE>
 __global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 2, true>::THREADS, 1)
     fk_gemm_wgsk_block(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w,
                        FkParams p, FkSkWork w) {
-    fk_wgsk_run<BNA, STAGES, true>(tm_act, tm_w, p, w);
+    fk_wgsk_run<BNA, STAGES, true, RESCALE>(tm_act, tm_w, p, w);
 }
 
 /* Three consumer warpgroups: 192 × BNA tiles, whole ones. Block scales only in units of the
@@ -696,7 +769,7 @@ template <int BNA, int STAGES, bool BLOCK>
 __global__ void __launch_bounds__(FkWsTile<BNA, STAGES, 3, BLOCK>::THREADS, 1)
     fk_gemm_wgws3(const __grid_constant__ CUtensorMap tm_act, const __grid_constant__ CUtensorMap tm_w, FkParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    fk_ws_whole<BNA, STAGES, 3, BLOCK>(&tm_act, &tm_w, p);
+    fk_ws_whole<BNA, STAGES, 3, BLOCK, BLOCK>(&tm_act, &tm_w, p);
 #else
     (void)tm_act;
     (void)tm_w;

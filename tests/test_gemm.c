@@ -412,15 +412,18 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
     }
     /* Block scales on the kernels that keep their sum in units of the current group's scale (on
      * Hopper: 192 × 128 tiles at N = 3072, M = 1000; 128 × 256 tiles at N = 8192, M = 1000, and
-     * split between blocks at N = 3072, K = 8192, M = 512; on NVIDIA, M = 16, and M = 7 and 1 with
-     * the product's operands swapped: the skinny kernel's 24-column tiles at N = 3072, K = 6144,
-     * its 64-column tiles at N = 8192 on 119–132 multiprocessors and its 48-column tiles at N =
-     * 12288 on 128–142; its 4-warp blocks of 32 and 64 columns at N = 4096 and 6144; with groups
-     * of 32, warps' runs of K too long for their scales' window in shared memory at N = 4096,
-     * K = 20480 and N = 8192, K = 8192, so that each group's scales come from global memory), also
-     * with neighbouring groups' scales 2^36 apart (ratios near the rule's limit in every close). Then
-     * one scale 0 and the rest 2^42 apart, which those kernels must not take (a division by 0, and
-     * units that could overflow): the same shapes on the kernels with a second accumulator set. */
+     * split between blocks at N = 3072, K = 8192, M = 512; the two-warpgroup kernels' two sets,
+     * whole 128 × 64 and 128 × 128 tiles at N = 3072, K = 1152 (two passes of 8 chunks and a
+     * pair), M = 320 and 512, and split between blocks at M = 128 (K = 1152) and M = 96 (K =
+     * 8192); on NVIDIA, M = 16, and M = 7 and 1 with the product's operands swapped: the skinny
+     * kernel's 24-column tiles at N = 3072, K = 6144, its 64-column tiles at N = 8192 on 119–132
+     * multiprocessors and its 48-column tiles at N = 12288 on 128–142; its 4-warp blocks of 32 and
+     * 64 columns at N = 4096 and 6144; with groups of 32, warps' runs of K too long for their
+     * scales' window in shared memory at N = 4096, K = 20480 and N = 8192, K = 8192, so that each
+     * group's scales come from global memory), also with neighbouring groups' scales 2^36 apart
+     * (ratios near the rule's limit in every close). Then one scale 0 and the rest 2^42 apart,
+     * which those kernels must not take (a division by 0, and units that could overflow): the same
+     * shapes on the kernels with the exact close (a second set for each group's sum). */
     static const char *const spreads[] = {"gpu, block scales in units of the group's", "gpu, block scales 2^36 apart",
                                           "gpu, block scales far apart"};
     /* M, N, K, the group and the kernel each shape is here for (the pick's rule counts waves on
@@ -429,7 +432,9 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
         uint64_t m, n, k;
         int group, kernel;
     } rs_shapes[] = {{1000, 3072, 512, 128, FK_VARIANT_WS192}, {1000, 8192, 512, 128, FK_VARIANT_WS256},
-                     {512, 3072, 8192, 128, FK_VARIANT_SK256},  {16, 3072, 6144, 128, FK_VARIANT_SKINNY16},
+                     {512, 3072, 8192, 128, FK_VARIANT_SK256},  {320, 3072, 1152, 128, FK_VARIANT_WS64},
+                     {512, 3072, 1152, 128, FK_VARIANT_WS128},  {128, 3072, 1152, 128, FK_VARIANT_SK64},
+                     {96, 3072, 8192, 128, FK_VARIANT_SK128},   {16, 3072, 6144, 128, FK_VARIANT_SKINNY16},
                      {16, 8192, 512, 128, FK_VARIANT_SKINNY16}, {7, 3072, 6144, 128, FK_VARIANT_SKINNY16},
                      {1, 8192, 512, 128, FK_VARIANT_SKINNY16},  {16, 12288, 512, 128, FK_VARIANT_SKINNY16},
                      {1, 12288, 512, 128, FK_VARIANT_SKINNY16}, {7, 4096, 1024, 128, FK_VARIANT_SKINNY16},
@@ -570,8 +575,9 @@ static int variant_runs(char desc[256], const uint64_t (*shapes)[3], size_t nsha
                      fk_to_device(ds, p.scales, ss) || fk_to_device(db, p.bias, n * 2);
             CHECK(rc == 0);
             for (int v = first; v <= last && !rc; v++) {
-                /* block:128 as checked scales (FK_SCALE_BLOCK_RS: ws192 keeps its sum in units of
-                 * the current group's scale), block:64 as plain ones */
+                /* block:128 as checked scales (FK_SCALE_BLOCK_RS: the wgmma kernels keep their sums
+                 * in units of the current group's scale), block:64 as plain ones (the exact
+                 * close) */
                 const int kind = !block ? FK_SCALE_CHANNEL : g == 128 ? FK_SCALE_BLOCK_RS : FK_SCALE_BLOCK;
                 const int applies = v == FK_VARIANT_AUTO       ? 1
                                     : v == FK_VARIANT_SKINNY16 ? m <= 16
