@@ -511,6 +511,15 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             x0 = __ldg(sp0 + last);
             x8 = __ldg(sp8 + last);
         };
+        /* RS, RS2: on to the next group's scales, and those of the group after the next sent for */
+        auto next_group = [&] {
+            gs0 = ns0;
+            gs8 = ns8;
+            ns0 = nns0;
+            ns8 = nns8;
+            gi++;
+            load_ahead(gi + 2, nns0, nns8);
+        };
         Units ua = {1.0f, 1.0f, gi}, ub = ua; /* RS2: acc's and accg's units */
         if constexpr (RS || RS2) {
             load_ahead(gi, gs0, gs8);
@@ -570,14 +579,9 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             if constexpr (RS) {
                 if (adv) {
                     adv = false;
-                    gs0 = ns0;
-                    gs8 = ns8;
-                    ns0 = nns0;
-                    ns8 = nns8;
+                    next_group();
                     r0 = __fdividef(gs0, ns0);
                     r8 = __fdividef(gs8, ns8);
-                    gi++;
-                    load_ahead(gi + 2, nns0, nns8);
                 }
             }
             if constexpr (RS2) {
@@ -593,14 +597,7 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
                 for (int i = 0; i < NACC; i++) oth[i] *= fk_wg_d_row8(i) ? q8 : q0;
                 uo = {t0, t8, gn};
                 give_back(drain ? 0 : 1);
-                if (closes) {
-                    gi = gn;
-                    gs0 = ns0;
-                    gs8 = ns8;
-                    ns0 = nns0;
-                    ns8 = nns8;
-                    load_ahead(gi + 2, nns0, nns8);
-                }
+                if (closes) next_group();
                 return;
             }
             if constexpr (BLOCK) {
