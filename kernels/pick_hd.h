@@ -75,7 +75,13 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
         const long long t256 = ((n + 127) / 128) * ((m + 255) / 256), tail256 = t256 % sms;
         const long long waves256 = (t256 + sms - 1) / sms;
         const int few256 = tail256 && (2 * tail256 < sms || (8 * tail256 < 5 * sms && k > 8192));
-        if (t256 < 4 * sms && few256 && k > 4096 && m >= 512 && (t256 < 2 * sms || k <= 8192))
+        /* Not where the 128 × 128 tiles make one wave 85 % full or more: they then take less time
+         * than the split 128 × 256 ones (H100, back to back, sk256 → ws128, tensor; block:128:
+         * 3072×12288 M = 576 97.2 → 73.0, 110.1 → 88.0 µs, M = 640 88.8 → 72.9, 106.6 → 88.6;
+         * 3072×14336 M = 640 99.2 → 89.4, 121.6 → 103.0; 4096×14336 M = 512 95.8 → 93.1, 114.4
+         * → 105.8; 4096×11008 M = 512 74.7 → 67.0, 92.9 → 83.2). */
+        const int full128 = tiles <= sms && 100 * tiles >= 85 * sms;
+        if (t256 < 4 * sms && few256 && !full128 && k > 4096 && m >= 512 && (t256 < 2 * sms || k <= 8192))
             return FK_VARIANT_SK256;
         if (3 * waves256 < 2 * waves128 && 10 * waves256 < 9 * waves192) return FK_VARIANT_WS256;
         /* Against stream-K over 128 × 128 tiles (tensor scales, K ≥ 3072, M a multiple of 128):

@@ -34,6 +34,12 @@ TEST(gemm_pick_hopper_takes_the_measured_kernels) {
         {768, 3072, 12288, 1, FK_VARIANT_SK256},
         {512, 5120, 13824, 0, FK_VARIANT_SK256},
         {1280, 5120, 13824, 0, FK_VARIANT_SK256},
+        /* …but not where whole 128-row tiles fill one wave to 85 % or more */
+        {640, 3072, 12288, 0, FK_VARIANT_WS128},
+        {640, 3072, 12288, 1, FK_VARIANT_WS128},
+        {576, 3072, 14336, 0, FK_VARIANT_WS128},
+        {512, 4096, 14336, 0, FK_VARIANT_WS128},
+        {512, 4096, 11008, 1, FK_VARIANT_WS128},
         /* stream-K over 128 × 128 tiles: less than a wave, at most 5/8 of it */
         {384, 3072, 5120, 0, FK_VARIANT_SK128},
         {384, 3072, 5120, 1, FK_VARIANT_SK128},
