@@ -520,16 +520,17 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
             gi++;
             load_ahead(gi + 2, nns0, nns8);
         };
-        Units ua = {1.0f, 1.0f, gi}, ub = ua; /* RS2: acc's and accg's units */
         if constexpr (RS || RS2) {
             load_ahead(gi, gs0, gs8);
             load_ahead(gi + 1, ns0, ns8);
             load_ahead(gi + 2, nns0, nns8);
+        }
+        if constexpr (RS) {
             r0 = __fdividef(gs0, ns0);
             r8 = __fdividef(gs8, ns8);
-            ua = {gs0, gs8, gi};
-            ub = ua;
         }
+        /* RS2: acc's and accg's units, both the first group's at the start */
+        Units ua = {gs0, gs8, gi}, ub = ua;
         if constexpr (BLOCK && SPLIT && !RS && !RS2) {
             /* a split tile's run may begin inside a group: its first chunk adds to zeros */
             if (gc != 0)
