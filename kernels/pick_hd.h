@@ -34,8 +34,8 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
      * 171.0, 3072² M = 1024 50.8 → 47.4; but where K and M are both short it lost
      * (12288×3072 M = 192 52.3 → 57.2, 3072² M = 256 21.0 → 21.7), so not there.
      * Where the tiles make less than one wave, up to 5/8 of it: against ws128, back to back
-     * (tensor; block:128), 72 tiles 4608×3072 M = 256 22.3 → 20.8 (27.8 → 25.1, not
-     * taken: K and M short) and 3072×5120 M = 384 34.4 → 28.2 (42.7 → 34.7), 80 tiles
+     * (tensor; block:128), 72 tiles 4608×3072 M = 256 22.3 → 20.8 (27.8 → 25.1; with
+     * block scales taken where they are checked, below) and 3072×5120 M = 384 34.4 → 28.2 (42.7 → 34.7), 80 tiles
      * 5120² M = 256 33.2 → 31.5 (43.9 → 39.1) and 5120×12288 M = 256 76.2 → 63.0 (99.2 →
      * 78.3); but 84 tiles 3584×3072 M = 384 22.4 → 24.6, 96 4096² M = 384 28.4 → 30.0,
      * 108 and 120 1.10–1.19× slower (4608×3072 and 5120² at M = 384). */
@@ -95,25 +95,40 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
          * row of tiles is half empty (same tile counts, H100: 12288×3072 M = 320 56.0 → 59.7,
          * 9216×3072 M = 448 56.2 → 58.8, 4096² M = 1088 74.8 → 77.1; stream-K was slower
          * there than at the larger M, its stages arriving later where activation boxes cross
-         * row M), nor with K = 1536 (either way, −6 to +4 %), nor with block scales, whose
-         * stream-K kernel keeps two accumulator sets and lost at every one of these points
-         * (H200, 1.08–1.46×). */
-        const int sk_frac = !block && sk_tail && k >= 3072 && m % 128 == 0;
+         * row M), nor with K = 1536 (either way, −6 to +4 %). With block scales only where
+         * the caller checked them (rescale): the stream-K kernel then keeps its second set in
+         * units of the current group, within 1.12–1.24× of its tensor-scale time; with the
+         * exact close it lost at every one of these points (H200, 1.08–1.46×). Against
+         * ws192's one set, H100 (H200) back to back, block:128: 12288×3072 M = 384 64.2 →
+         * 63.1 µs (64.8 → 61.6), 12288×12288 M = 384 276.9 → 231.9 (269.3 → 218.1), 4096²
+         * M = 1152 88.8 → 78.8 (87.1 → 76.5), 3072² M = 1536 64.2 → 61.6 (64.3 → 60.6),
+         * 18432×14336 M = 256 326.9 → 267.7 (315.1 → 256.6), 2048×4096 M = 2176 88.6 → 74.0
+         * (86.5 → 71.9). */
+        const int sk_frac = (!block || rescale) && sk_tail && k >= 3072 && m % 128 == 0;
         if (sk_frac ? 120 * waves192 * sms < 100 * tiles + 15 * sms : waves192 * 15 < waves128 * 11)
             return FK_VARIANT_WS192;
     }
     if (!block) return sk_tail ? FK_VARIANT_SK128 : FK_VARIANT_WS128;
-    if (sk_tail && (k > 4096 || m >= 512)) return FK_VARIANT_SK128;
     /* Block scales: the warp-specialised kernels (H100, block:128, M = 64…4096: 1.1–1.25×
      * the cp.async wgmma kernels, since removed), 64-row tiles where their waves take less
      * time: a wave of them does half the work of a wave of 128-row tiles at about 3/4 of the
      * speed (M = 4096: 1.33–1.45× as long in all); so always at M ≤ 64, and above where the
      * 128-row tiles leave most multiprocessors idle (N = 3072, M = 256: 1.4× faster). (Few
      * tiles with a long K, where the tiled kernel had been picked for splitting K, are
-     * stream-K's now.) */
+     * stream-K's now.) Stream-K over 128 × 128 tiles where they leave a short last wave and
+     * K or M is long; with checked scales (rescale: two sets, no drain per group) also
+     * wherever 64-row tiles are not taken, except less than a wave with K = 2048 or a
+     * half-empty last row of tiles. H100 (H200) back to back, block:128, ws128 → sk128: 3072²
+     * M = 384 24.7 → 22.8 µs (24.8 → 22.3), 4608×4096 M = 256 31.3 → 27.0 (31.1 → 26.1),
+     * 18432×3072 M = 384 97.8 → 90.5 (96.9 → 88.1), 18432×2048 M = 384 67.6 → 64.8 (67.6 →
+     * 63.9); the exceptions lost on the H100 (2560×3072 M = 448 24.6 → 26.4, 2560×2048 M =
+     * 448 18.0 → 21.0, 5120×2048 M = 256 18.0 → 19.6) and were level on the H200. */
     const long long t64 = ((n + 127) / 128) * ((m + 63) / 64);
     const long long w64 = (t64 + sms - 1) / sms;
-    return 2 * w64 < 3 * waves128 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
+    const int ws64 = 2 * w64 < 3 * waves128;
+    const int rs_sk = rescale && !ws64 && (tiles > sms || (k >= 3072 && m % 128 == 0));
+    if (sk_tail && (k > 4096 || m >= 512 || rs_sk)) return FK_VARIANT_SK128;
+    return ws64 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
 }
 
 #endif

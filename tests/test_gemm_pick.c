@@ -57,12 +57,23 @@ TEST(gemm_pick_hopper_takes_the_measured_kernels) {
         {320, 12288, 3072, 0, FK_VARIANT_WS192},
         {448, 9216, 3072, 0, FK_VARIANT_WS192},
         {1088, 4096, 4096, 0, FK_VARIANT_WS192},
-        {384, 12288, 3072, 1, FK_VARIANT_WS192},
-        {1536, 3072, 3072, 1, FK_VARIANT_WS192},
-        /* whole 128 × 128 tiles: 84 of them or more, or K and M both short with block scales */
+        /* …and with checked block scales, whose stream-K kernel keeps two sets without a
+         * drain per group */
+        {384, 12288, 3072, 1, FK_VARIANT_SK128},
+        {1536, 3072, 3072, 1, FK_VARIANT_SK128},
+        {1152, 4096, 4096, 1, FK_VARIANT_SK128},
+        {384, 12288, 12288, 1, FK_VARIANT_SK128},
+        {256, 18432, 14336, 1, FK_VARIANT_SK128},
+        {2176, 2048, 4096, 1, FK_VARIANT_SK128},
+        /* …and where they make less than a wave with checked block scales, K ≥ 3072 and whole
+         * rows of tiles; not with a half-empty last row or K = 2048 */
+        {384, 3072, 3072, 1, FK_VARIANT_SK128},
+        {256, 4608, 4096, 1, FK_VARIANT_SK128},
+        {448, 2560, 3072, 1, FK_VARIANT_WS128},
+        {256, 5120, 2048, 1, FK_VARIANT_WS128},
+        /* whole 128 × 128 tiles: 84 of them or more */
         {384, 3584, 3072, 0, FK_VARIANT_WS128},
         {384, 4608, 3072, 0, FK_VARIANT_WS128},
-        {256, 4608, 3072, 1, FK_VARIANT_WS128},
         {512, 3072, 3072, 0, FK_VARIANT_WS128},
         {512, 3072, 3072, 1, FK_VARIANT_WS128},
         /* 64 rows of A */
