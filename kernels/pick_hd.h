@@ -34,11 +34,11 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
      * 171.0, 3072² M = 1024 50.8 → 47.4; but where K and M are both short it lost
      * (12288×3072 M = 192 52.3 → 57.2, 3072² M = 256 21.0 → 21.7), so not there.
      * Where the tiles make less than one wave, up to 5/8 of it: against ws128, back to back
-     * (tensor; block:128), 72 tiles 4608×3072 M = 256 22.3 → 20.8 (27.8 → 25.1; with
-     * block scales taken where they are checked, below) and 3072×5120 M = 384 34.4 → 28.2 (42.7 → 34.7), 80 tiles
-     * 5120² M = 256 33.2 → 31.5 (43.9 → 39.1) and 5120×12288 M = 256 76.2 → 63.0 (99.2 →
-     * 78.3); but 84 tiles 3584×3072 M = 384 22.4 → 24.6, 96 4096² M = 384 28.4 → 30.0,
-     * 108 and 120 1.10–1.19× slower (4608×3072 and 5120² at M = 384). */
+     * (tensor; block:128), 72 tiles 4608×3072 M = 256 22.3 → 20.8 (27.8 → 25.1; with block
+     * scales taken where they are checked, below) and 3072×5120 M = 384 34.4 → 28.2 (42.7 →
+     * 34.7), 80 tiles 5120² M = 256 33.2 → 31.5 (43.9 → 39.1) and 5120×12288 M = 256 76.2 →
+     * 63.0 (99.2 → 78.3); but 84 tiles 3584×3072 M = 384 22.4 → 24.6, 96 4096² M = 384 28.4
+     * → 30.0, 108 and 120 1.10–1.19× slower (4608×3072 and 5120² at M = 384). */
     const long long tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % sms;
     const long long waves128 = (tiles + sms - 1) / sms;
     const int sk_tail = tiles < 4 * sms && tail && (2 * tail < sms || (tiles < sms && 8 * tail < 5 * sms));
@@ -81,9 +81,32 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
          * 3072×14336 M = 640 99.2 → 89.4, 121.6 → 103.0; 4096×14336 M = 512 95.8 → 93.1, 114.4
          * → 105.8; 4096×11008 M = 512 74.7 → 67.0, 92.9 → 83.2). */
         const int full128 = tiles <= sms && 100 * tiles >= 85 * sms;
-        if (t256 < 4 * sms && few256 && !full128 && k > 4096 && m >= 512 && (t256 < 2 * sms || k <= 8192))
+        const int ws256 = 3 * waves256 < 2 * waves128 && 10 * waves256 < 9 * waves192;
+        /* Nor where the last row of 256-row tiles is at most half full (M mod 256 in 1…128: up
+         * to half of that row's products are of rows past M) and K ≤ 8192, unless whole
+         * 256-row tiles are the alternative (they waste the same rows without the split).
+         * Back to back, sk256 → the kernel picked instead, tensor scales, H100 (H200):
+         * 13824×5120 M = 576 211.1 → 124.3 µs (175.6 → 129.8, ws192), 8192² M = 640 175.3 →
+         * 133.2 (151.5 → 134.4, ws192), 5120² M = 896 103.6 → 78.5 (91.0 → 76.2, sk128),
+         * 4608×5120 M = 832 97.6 → 63.1 (88.0 → 63.4, ws128), 4096×8192 M = 2112 293.9 →
+         * 209.1 (254.2 → 227.6); of 52 such points measured 1.24× faster in the geometric
+         * mean on the H100 and 1.12× on the H200, the worst 2048×8192 M = 2112–2176 on the
+         * H200 (119.1 → 129.8, 114.4 → 124.7). With K > 8192 sk256 stayed faster (3072×12288
+         * M = 1600 196.3 against ws192's 210.6, 4096×14336 M = 1152 236.3 against sk128's
+         * 304.1), and where ws256 would be taken instead (3584×8192 M = 2688 229.7 → 284.5,
+         * 4096×8192 M = 3200 328.6 → 396.9). With block scales (one set in both kernels) also
+         * not where K > 5120 and the 256-row tiles make one to two waves: there ws192 lost
+         * (block:128, H100: 2048×8192 M = 2112 136.1 → 176.0, 3584×8192 M = 1344 166.1 →
+         * 179.6, 4096×8192 M = 1088 156.1 → 170.3); elsewhere block:128 at 32 points 1.15×
+         * faster on the H100 and 1.06× on the H200 (18432×5120 M = 576 312.6 → 214.4, 266.5
+         * → 211.5), the worst 3584×8192 M = 2368 on the H200 (272.7 → 293.9, 1.10× faster on
+         * the H100). */
+        const int half256 = m % 256 && m % 256 <= 128 && k <= 8192 && !ws256 &&
+                            (!block || k <= 5120 || t256 < sms || t256 >= 2 * sms);
+        if (t256 < 4 * sms && few256 && !full128 && !half256 && k > 4096 && m >= 512 &&
+            (t256 < 2 * sms || k <= 8192))
             return FK_VARIANT_SK256;
-        if (3 * waves256 < 2 * waves128 && 10 * waves256 < 9 * waves192) return FK_VARIANT_WS256;
+        if (ws256) return FK_VARIANT_WS256;
         /* Against stream-K over 128 × 128 tiles (tensor scales, K ≥ 3072, M a multiple of 128):
          * that kernel's time goes as the tiles per multiprocessor, a fraction, plus about 0.15
          * of a tile for the split tiles' sums, while a wave of 192-row tiles takes about 1.2

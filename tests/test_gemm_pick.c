@@ -34,7 +34,19 @@ TEST(gemm_pick_hopper_takes_the_measured_kernels) {
         {768, 3072, 12288, 1, FK_VARIANT_SK256},
         {512, 5120, 13824, 0, FK_VARIANT_SK256},
         {1280, 5120, 13824, 0, FK_VARIANT_SK256},
-        /* …but not where whole 128-row tiles fill one wave to 85 % or more */
+        /* …but not with a last row of 256-row tiles at most half full where K ≤ 8192 (unless
+         * whole 256-row tiles are the alternative), nor, with block scales and K > 5120,
+         * where those tiles make one to two waves */
+        {640, 13824, 5120, 0, FK_VARIANT_WS192},
+        {896, 5120, 5120, 0, FK_VARIANT_SK128},
+        {576, 8192, 8192, 0, FK_VARIANT_WS192},
+        {832, 2048, 8192, 0, FK_VARIANT_WS128},
+        {576, 18432, 5120, 1, FK_VARIANT_WS192},
+        {832, 4608, 5120, 1, FK_VARIANT_WS128},
+        {1600, 3072, 12288, 0, FK_VARIANT_SK256},
+        {2688, 3584, 8192, 0, FK_VARIANT_SK256},
+        {2112, 2048, 8192, 1, FK_VARIANT_SK256},
+        /* …nor where whole 128-row tiles fill one wave to 85 % or more */
         {640, 3072, 12288, 0, FK_VARIANT_WS128},
         {640, 3072, 12288, 1, FK_VARIANT_WS128},
         {576, 3072, 14336, 0, FK_VARIANT_WS128},
