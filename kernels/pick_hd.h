@@ -52,8 +52,17 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
     if (!block || rescale) {
         const long long waves192 = (((n + 191) / 192) * ((m + 127) / 128) + sms - 1) / sms;
         /* 128 × 256 tiles (two consumer warpgroups of m64n256): a wave of them does 2× the
-         * work of a wave of 128 × 128 tiles in about 1.5× the time, 1.11× that of a wave of
-         * 192 × 128 ones (H100, full waves); so where their waves take the least time. Their
+         * work of a wave of 128 × 128 tiles, so where their waves take the least time. Against
+         * 192 × 128 tiles a wave of them takes 1.3× the time with tensor scales (median of 70
+         * points at K = 3072–14336 and M = 512–2048, 1.29–1.35× at most of them, H100) and
+         * about 1.1× with block scales (whose three-warpgroup close costs more; 1.13–1.24× on
+         * the same points). 1.11× had been measured for both at full waves; with it, tensor
+         * scales took ws256 where ws192 measured faster, e.g. 14336×4096 M = 1536 317.3 µs
+         * against 275.1. Back to back, ws256 → ws192 where the 1.3 moves the pick, tensor, 48
+         * points over 12 shapes and M = 448–4096 (H100, two calls): 1.06× faster in the
+         * geometric mean, at most 1 % slower (28672×8192 M = 448 347.9 → 350.7), e.g.
+         * 18432×3072 M = 1600 303.8 → 264.9, 28672×8192 M = 2688 2004.9 → 1792.2, 5120×13824
+         * M = 3712 855.1 → 773.3; none of the issue's grid points moves. Their
          * stream-K form where a long K meets few of them and a last wave less than half full
          * (3072×12288: M = 512 75.0 → 65.6 µs, M = 2048 233.1 → 211.7; block:128 93.6 →
          * 77.4 and 280.3 → 257.0; not with K = 3072, where it lost to whole 192-row tiles),
@@ -81,7 +90,8 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
          * 3072×14336 M = 640 99.2 → 89.4, 121.6 → 103.0; 4096×14336 M = 512 95.8 → 93.1, 114.4
          * → 105.8; 4096×11008 M = 512 74.7 → 67.0, 92.9 → 83.2). */
         const int full128 = tiles <= sms && 100 * tiles >= 85 * sms;
-        const int ws256 = 3 * waves256 < 2 * waves128 && 10 * waves256 < 9 * waves192;
+        const int vs192 = block ? 10 * waves256 < 9 * waves192 : 13 * waves256 < 10 * waves192;
+        const int ws256 = 3 * waves256 < 2 * waves128 && vs192;
         /* Nor where the last row of 256-row tiles is at most half full (M mod 256 in 1…128: up
          * to half of that row's products are of rows past M) and K ≤ 8192, unless whole
          * 256-row tiles are the alternative (they waste the same rows without the split).

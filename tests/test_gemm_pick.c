@@ -27,6 +27,12 @@ TEST(gemm_pick_hopper_takes_the_measured_kernels) {
         {1024, 8192, 8192, 1, FK_VARIANT_WS256},
         {1024, 12288, 3072, 0, FK_VARIANT_WS256},
         {640, 5120, 13824, 0, FK_VARIANT_WS256},
+        /* …but with tensor scales only where their waves take less than 1/1.3 of the 192 × 128
+         * tiles' */
+        {1536, 14336, 4096, 0, FK_VARIANT_WS192},
+        {1600, 18432, 3072, 0, FK_VARIANT_WS192},
+        {2688, 28672, 8192, 0, FK_VARIANT_WS192},
+        {1024, 14336, 4096, 1, FK_VARIANT_WS256},
         /* stream-K over 128 × 256 tiles: a long K, a last wave at most half full, or 5/8 where
          * K > 8192 */
         {512, 3072, 12288, 0, FK_VARIANT_SK256},
