@@ -55,14 +55,15 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
          * work of a wave of 128 × 128 tiles, so where their waves take the least time. Against
          * 192 × 128 tiles a wave of them takes 1.3× the time with tensor scales (median of 70
          * points at K = 3072–14336 and M = 512–2048, 1.29–1.35× at most of them, H100) and
-         * about 1.1× with block scales (whose three-warpgroup close costs more; 1.13–1.24× on
-         * the same points). 1.11× had been measured for both at full waves; with it, tensor
-         * scales took ws256 where ws192 measured faster, e.g. 14336×4096 M = 1536 317.3 µs
-         * against 275.1. Back to back, ws256 → ws192 where the 1.3 moves the pick, tensor, 48
-         * points over 12 shapes and M = 448–4096 (H100, two calls): 1.06× faster in the
-         * geometric mean, at most 1 % slower (28672×8192 M = 448 347.9 → 350.7), e.g.
-         * 18432×3072 M = 1600 303.8 → 264.9, 28672×8192 M = 2688 2004.9 → 1792.2, 5120×13824
-         * M = 3712 855.1 → 773.3; none of the issue's grid points moves. Their
+         * 1.17× with block scales (whose three-warpgroup close costs more; 1.13–1.24×), where
+         * the 1.11× measured before at full waves picks the faster of the two at 137 of 140
+         * points (1.2: 139), so it stays. With 1.11 tensor scales took ws256 where ws192
+         * measured faster, e.g. 14336×4096 M = 1536 317.3 µs against 275.1. Back to back,
+         * ws256 → ws192 where the 1.3 moves the pick, tensor, 48 points over 12 shapes and
+         * M = 448–4096 (H100, two calls): 1.06× faster in the geometric mean, at most 1 %
+         * slower (28672×8192 M = 448 347.9 → 350.7), e.g. 18432×3072 M = 1600 303.8 → 264.9,
+         * 28672×8192 M = 2688 2004.9 → 1792.2, 5120×13824 M = 3712 855.1 → 773.3; none of
+         * the issue's grid points moves. Their
          * stream-K form where a long K meets few of them and a last wave less than half full
          * (3072×12288: M = 512 75.0 → 65.6 µs, M = 2048 233.1 → 211.7; block:128 93.6 →
          * 77.4 and 280.3 → 257.0; not with K = 3072, where it lost to whole 192-row tiles),
