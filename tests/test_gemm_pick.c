@@ -86,6 +86,7 @@ TEST(gemm_pick_hopper_takes_the_measured_kernels) {
         /* …and where they make less than a wave with checked block scales, K ≥ 3072 and whole
          * rows of tiles; not with a half-empty last row or K = 2048 */
         {384, 3072, 3072, 1, FK_VARIANT_SK128},
+        {256, 4608, 3072, 1, FK_VARIANT_SK128},
         {256, 4608, 4096, 1, FK_VARIANT_SK128},
         {448, 2560, 3072, 1, FK_VARIANT_WS128},
         {256, 5120, 2048, 1, FK_VARIANT_WS128},
