@@ -32,7 +32,7 @@ TEST(gemm_pick_hopper_takes_the_measured_kernels) {
         {1536, 14336, 4096, 0, FK_VARIANT_WS192},
         {1600, 18432, 3072, 0, FK_VARIANT_WS192},
         {2688, 28672, 8192, 0, FK_VARIANT_WS192},
-        {1024, 14336, 4096, 1, FK_VARIANT_WS256},
+        {1536, 13824, 5120, 1, FK_VARIANT_WS256},
         /* stream-K over 128 × 256 tiles: a long K, a last wave at most half full, or 5/8 where
          * K > 8192 */
         {512, 3072, 12288, 0, FK_VARIANT_SK256},
@@ -71,14 +71,12 @@ TEST(gemm_pick_hopper_takes_the_measured_kernels) {
         {512, 9216, 3072, 0, FK_VARIANT_SK128},
         {1152, 4096, 4096, 0, FK_VARIANT_SK128},
         {768, 6144, 4096, 0, FK_VARIANT_SK128},
-        {1536, 3072, 3072, 0, FK_VARIANT_SK128},
         {320, 12288, 3072, 0, FK_VARIANT_WS192},
         {448, 9216, 3072, 0, FK_VARIANT_WS192},
         {1088, 4096, 4096, 0, FK_VARIANT_WS192},
         /* …and with checked block scales, whose stream-K kernel keeps two sets without a
          * drain per group */
         {384, 12288, 3072, 1, FK_VARIANT_SK128},
-        {1536, 3072, 3072, 1, FK_VARIANT_SK128},
         {1152, 4096, 4096, 1, FK_VARIANT_SK128},
         {384, 12288, 12288, 1, FK_VARIANT_SK128},
         {256, 18432, 14336, 1, FK_VARIANT_SK128},
