@@ -42,6 +42,9 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
     const long long tiles = ((n + 127) / 128) * ((m + 127) / 128), tail = tiles % sms;
     const long long waves128 = (tiles + sms - 1) / sms;
     const int sk_tail = tiles < 4 * sms && tail && (2 * tail < sms || (tiles < sms && 8 * tail < 5 * sms));
+    /* where stream-K over a fraction of a wave of 128 × 128 tiles can win: not with a short K
+     * or a half-empty last row of tiles (measured in the two rules that use it, below) */
+    const int sk_rows = k >= 3072 && m % 128 == 0;
     /* Three consumer warpgroups (192×128 tiles) where their waves take less time: a wave of
      * them does 1.5× the work of a wave of 128×128 tiles and measured about 1.1× as fast
      * per tile (H100, full waves: 1.06–1.12× at M = 4096); 1.4× ws128 where 128 of them
@@ -138,7 +141,7 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
          * M = 1152 88.8 → 78.8 (87.1 → 76.5), 3072² M = 1536 64.2 → 61.6 (64.3 → 60.6),
          * 18432×14336 M = 256 326.9 → 267.7 (315.1 → 256.6), 2048×4096 M = 2176 88.6 → 74.0
          * (86.5 → 71.9). */
-        const int sk_frac = (!block || rescale) && sk_tail && k >= 3072 && m % 128 == 0;
+        const int sk_frac = (!block || rescale) && sk_tail && sk_rows;
         if (sk_frac ? 120 * waves192 * sms < 100 * tiles + 15 * sms : waves192 * 15 < waves128 * 11)
             return FK_VARIANT_WS192;
     }
@@ -160,7 +163,7 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
     const long long t64 = ((n + 127) / 128) * ((m + 63) / 64);
     const long long w64 = (t64 + sms - 1) / sms;
     const int ws64 = 2 * w64 < 3 * waves128;
-    const int rs_sk = rescale && !ws64 && (tiles > sms || (k >= 3072 && m % 128 == 0));
+    const int rs_sk = rescale && !ws64 && (tiles > sms || sk_rows);
     if (sk_tail && (k > 4096 || m >= 512 || rs_sk)) return FK_VARIANT_SK128;
     return ws64 ? FK_VARIANT_WS64 : FK_VARIANT_WS128;
 }
