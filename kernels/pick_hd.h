@@ -65,8 +65,9 @@ FK_HD int fk_pick_hopper(long long m, long long n, long long k, int block, int r
          * ws256 → ws192 where the 1.3 moves the pick, tensor, 48 points over 12 shapes and
          * M = 448–4096 (H100, two calls): 1.06× faster in the geometric mean, at most 1 %
          * slower (28672×8192 M = 448 347.9 → 350.7), e.g. 18432×3072 M = 1600 303.8 → 264.9,
-         * 28672×8192 M = 2688 2004.9 → 1792.2, 5120×13824 M = 3712 855.1 → 773.3; none of
-         * the issue's grid points moves. Their
+         * 28672×8192 M = 2688 2004.9 → 1792.2, 5120×13824 M = 3712 855.1 → 773.3; H200
+         * 1.056×, one point slower (8192² M = 1600 326.7 → 356.5); none of the issue's grid
+         * points moves. Their
          * stream-K form where a long K meets few of them and a last wave less than half full
          * (3072×12288: M = 512 75.0 → 65.6 µs, M = 2048 233.1 → 211.7; block:128 93.6 →
          * 77.4 and 280.3 → 257.0; not with K = 3072, where it lost to whole 192-row tiles),
