@@ -4,6 +4,9 @@ for a profiler, so that its report holds only these launches.
 
     ncu --clock-control none -k regex:fk_gemm_skinny --set full \
         python3 bench/gemm_points.py LIB tensor|channel|block:G NxKxM [NxKxM ...] [--calls 2]
+
+Loading the library makes one small product first (gemm_bench.load asks whether it knows
+FK_SCALE_BLOCK_RS); with -k regex:fk_gemm_skinny it is the report's first kernel.
 """
 import argparse
 import sys
