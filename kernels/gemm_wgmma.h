@@ -629,16 +629,12 @@ __device__ __forceinline__ void fk_ws_body(const CUtensorMap *tm_act, const CUte
          * 8 chunks, then pairs, each ending with a full wait. */
         int c = c0;
         if constexpr (RS2) {
-            for (; c + 7 < c1; c += 8) {
-                step(c, a0, acc, accg, ub, false);
-                step(c + 1, a1, accg, acc, ua, false);
-                step(c + 2, a0, acc, accg, ub, false);
-                step(c + 3, a1, accg, acc, ua, false);
-                step(c + 4, a0, acc, accg, ub, false);
-                step(c + 5, a1, accg, acc, ua, false);
-                step(c + 6, a0, acc, accg, ub, false);
-                step(c + 7, a1, accg, acc, ua, true);
-            }
+            for (; c + 7 < c1; c += 8)
+#pragma unroll
+                for (int j = 0; j < 8; j += 2) {
+                    step(c + j, a0, acc, accg, ub, false);
+                    step(c + j + 1, a1, accg, acc, ua, j == 6);
+                }
             for (; c + 1 < c1; c += 2) {
                 step(c, a0, acc, accg, ub, false);
                 step(c + 1, a1, accg, acc, ua, true);
