@@ -526,8 +526,12 @@ static bool fk_ws_regs_as_assumed(const void *kern) {
  * hipErrorNotSupported, before launching anything, where the tensor maps cannot be made or the
  * kernel was compiled to other registers than assumed (fk_gemm then takes a tiled kernel). */
 template <int BNA, int STAGES, int NWG, bool BLOCK, bool RESCALE = false>
-static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need) {
+static hipError_t fk_go_wgws(FkParams &p, hipStream_t st, size_t *ws_need, bool rescale = false) {
     typedef FkWsTile<BNA, STAGES, NWG, BLOCK> Tile;
+    /* block scales that passed the host's check: the kernel that keeps its sums in units of the
+     * current group (an instantiation of its own, with its own launch caches) */
+    if constexpr (BLOCK && !RESCALE)
+        if (rescale) return fk_go_wgws<BNA, STAGES, NWG, BLOCK, true>(p, st, ws_need);
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
     if (ws_need) {
         *ws_need = 0;
@@ -579,8 +583,12 @@ static FkSkWork fk_sk_plan(const FkParams &p) {
 
 /* Warp-specialised kernel with the last waves split between blocks. */
 template <int BNA, int STAGES, bool BLOCK, bool RESCALE = false>
-static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
+static hipError_t fk_go_wgsk(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes,
+                             bool rescale = false) {
     typedef FkWsTile<BNA, STAGES, 2, BLOCK> Tile;
+    /* as in fk_go_wgws */
+    if constexpr (BLOCK && !RESCALE)
+        if (rescale) return fk_go_wgsk<BNA, STAGES, BLOCK, true>(p, st, ws_need, ws, ws_bytes);
     if (fk_compute_capability() != 90) return hipErrorInvalidValue;
     const FkSkWork w = fk_sk_plan<BNA>(p);
     if (!w.ntiles) return hipErrorInvalidValue;
@@ -674,22 +682,16 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
      * two-warpgroup kernels keep a second accumulator set, in units of the current group's
      * scale where the caller allows it (rescale, RS2 in fk_ws_body), else for the exact close. */
     case FK_VARIANT_WS128:
-        if constexpr (Mma::KSS == 64)
-            return rescale ? fk_go_wgws<128, 8, 2, BLOCK, BLOCK>(p, st, ws_need) : fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need);
+        if constexpr (Mma::KSS == 64) return fk_go_wgws<128, 8, 2, BLOCK>(p, st, ws_need, rescale);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS64:
-        if constexpr (Mma::KSS == 64)
-            return rescale ? fk_go_wgws<64, 10, 2, BLOCK, BLOCK>(p, st, ws_need) : fk_go_wgws<64, 10, 2, BLOCK>(p, st, ws_need);
+        if constexpr (Mma::KSS == 64) return fk_go_wgws<64, 10, 2, BLOCK>(p, st, ws_need, rescale);
         else return hipErrorInvalidValue;
     case FK_VARIANT_SK128:
-        if constexpr (Mma::KSS == 64)
-            return rescale ? fk_go_wgsk<128, 8, BLOCK, BLOCK>(p, st, ws_need, ws, ws_bytes)
-                           : fk_go_wgsk<128, 8, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (Mma::KSS == 64) return fk_go_wgsk<128, 8, BLOCK>(p, st, ws_need, ws, ws_bytes, rescale);
         else return hipErrorInvalidValue;
     case FK_VARIANT_SK64:
-        if constexpr (Mma::KSS == 64)
-            return rescale ? fk_go_wgsk<64, 10, BLOCK, BLOCK>(p, st, ws_need, ws, ws_bytes)
-                           : fk_go_wgsk<64, 10, BLOCK>(p, st, ws_need, ws, ws_bytes);
+        if constexpr (Mma::KSS == 64) return fk_go_wgsk<64, 10, BLOCK>(p, st, ws_need, ws, ws_bytes, rescale);
         else return hipErrorInvalidValue;
     case FK_VARIANT_WS192:
         /* block scales: one set in units of the current group where the caller allows it, else
