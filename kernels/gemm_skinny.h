@@ -118,10 +118,21 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n0 = blockIdx.x * BN, split = blockIdx.y;
-    /* Super-steps are dealt out as contiguous runs, one per warp of every block of the tile. */
+    /* Super-steps are dealt out as contiguous runs, one per warp of every block of the tile
+     * (ss_lo … ss_hi - 1). In the swapped 24- and 48-column forms with tensor or channel scales
+     * (ILV) warp seg takes seg, seg + nseg, … instead, so that the warps read one band of K that
+     * moves through the weight rather than each its own run. Back to back, M = 1 / 8, H100:
+     * 3072² 4.63 / 4.68 → 4.40 / 4.52 µs, 3072×12288 13.14 / 13.43 → 12.85 / 13.20, 12288×3072
+     * 12.39 / 12.71 → 12.27 / 12.56; H200 3072² 4.25 / 4.45 → 4.11 / 4.30, 3072×12288 10.52 /
+     * 10.73 → 10.36 / 10.62. Not unswapped (M = 9…16 up to 2 % slower on both cards, e.g. H200
+     * 12288×3072 10.90 → 11.14), nor in the 64-column and 4-warp forms (level to 4 % slower,
+     * H100 14336×4096 M = 1 20.40 → 21.03), nor in runs of two super-steps (slower than one). */
+    constexpr bool ILV = SWAP && !BLOCK && (NJ == 3 || NJ == 6);
     const int nss = (p.K + Mma::KSS - 1) / Mma::KSS;
     const int seg = split * W + warp, nseg = p.splits * W;
     const int ss_lo = (int)((long long)seg * nss / nseg), ss_hi = (int)((long long)(seg + 1) * nss / nseg);
+    /* this warp's first super-step, the bound of its super-steps and the distance between them */
+    const int ss_beg = ILV ? seg : ss_lo, ss_lim = ILV ? nss : ss_hi, ss_step = ILV ? nseg : 1;
 
     float acc[MI][NA][Mma::NACC];
     float accg[MI][NJ][Mma::NACC];
@@ -145,13 +156,22 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
         const int nkb = ((ss_hi - ss_lo < FK_SKINNY_WARM ? ss_hi - ss_lo : FK_SKINNY_WARM) * Mma::KSS) / 16;
         const int kbn = kb0 + nkb < p.K / 16 ? nkb : p.K / 16 - kb0;
         const int bytes = (p.N - n0 < BN ? p.N - n0 : BN) * 16;
-        for (int i = lane; i < kbn * LINES; i += 32)
-            if ((i % LINES) * 128 < bytes) fk_prefetch_l2(p.Q + ((size_t)(kb0 + i / LINES) * p.N + n0) * 16 + (i % LINES) * 128);
+        if constexpr (!ILV) {
+            for (int i = lane; i < kbn * LINES; i += 32)
+                if ((i % LINES) * 128 < bytes) fk_prefetch_l2(p.Q + ((size_t)(kb0 + i / LINES) * p.N + n0) * 16 + (i % LINES) * 128);
+        } else {
+            constexpr int KR = Mma::KSS / 16; /* K/16 rows per super-step */
+            for (int i = lane; i < FK_SKINNY_WARM * KR * LINES; i += 32) {
+                const int ss = ss_beg + i / (KR * LINES) * ss_step, kb = ss * KR + i / LINES % KR;
+                if (ss < ss_lim && kb < p.K / 16 && (i % LINES) * 128 < bytes)
+                    fk_prefetch_l2(p.Q + ((size_t)kb * p.N + n0) * 16 + (i % LINES) * 128);
+            }
+        }
     }
     const int kend = ss_hi * Mma::KSS < p.K ? ss_hi * Mma::KSS : p.K;
     FkScaleWin win = {nullptr, 0, 0};
     FkSkinnyFrags<Mma, MI, NJ> f0, f1;
-    if (ss_lo < ss_hi) fk_skinny_load<Mma, MI, NJ, BLOCK, false>(f0, p, ss_lo * Mma::KSS, n0, lane, true, f0.g, win);
+    if (ss_beg < ss_lim) fk_skinny_load<Mma, MI, NJ, BLOCK, false>(f0, p, ss_beg * Mma::KSS, n0, lane, true, f0.g, win);
     /* WIN: this warp's part of red (unused until the sums after the loop) holds its scales'
      * window (FkScaleWin) where the run's groups fit; copied while the first weight loads are
      * out. In the 4-warp and the 12-warp 64-column rescaling forms. H200 back to back, M = 1 /
@@ -226,14 +246,14 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
      * where registers are short (fk_go_skinny16); with tensor scales the one-fragment forms keep
      * the old order (0.5–1.7 % slower with it), and the M ≤ 32 kernel takes whichever order's
      * grid fills the GPU better (fk_go_skinny32). */
-    if (ss_lo < ss_hi)
+    if (ss_beg < ss_lim)
 #pragma unroll
-        for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(f0.a[mi], p, mi * 16, ss_lo * Mma::KSS, lane);
+        for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(f0.a[mi], p, mi * 16, ss_beg * Mma::KSS, lane);
     /* Super-step ss from cur, while the next one's loads go to nxt. */
     auto step = [&](int ss, FkSkinnyFrags<Mma, MI, NJ> &cur, FkSkinnyFrags<Mma, MI, NJ> &nxt) {
         const bool closes = BLOCK && fk_group_opens(p, (ss + 1) * Mma::KSS); /* this super-step ends a group */
-        if (ss + 1 < ss_hi)
-            fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE, AHEAD>(nxt, p, (ss + 1) * Mma::KSS, n0, lane, closes, cur.g,
+        if (ss + ss_step < ss_lim)
+            fk_skinny_load<Mma, MI, NJ, BLOCK, !A_LATE, AHEAD>(nxt, p, (ss + ss_step) * Mma::KSS, n0, lane, closes, cur.g,
                                                             win, &ahead, kend);
         if constexpr (SWAP) {
 #pragma unroll
@@ -253,10 +273,10 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
                     }
         }
         if constexpr (A_LATE) {
-            if (ss + 1 < ss_hi) {
+            if (ss + ss_step < ss_lim) {
                 fk_syncwarp(); /* keeps the loads after the products */
 #pragma unroll
-                for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(nxt.a[mi], p, mi * 16, (ss + 1) * Mma::KSS, lane);
+                for (int mi = 0; mi < MI; mi++) Mma::load_a_gmem(nxt.a[mi], p, mi * 16, (ss + ss_step) * Mma::KSS, lane);
             }
         }
         if constexpr (RS) {
@@ -278,14 +298,14 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
          * loads after those: one super-step in flight, where taking turns lets the next loads go
          * out once this super-step's products are issued. Where registers allow (with no more
          * than the copy's form: otherwise it spilled, or fewer blocks fit, and was slower). */
-        int ss = ss_lo;
-        for (; ss + 1 < ss_hi; ss += 2) {
+        int ss = ss_beg;
+        for (; ss + ss_step < ss_lim; ss += 2 * ss_step) {
             step(ss, f0, f1);
-            step(ss + 1, f1, f0);
+            step(ss + ss_step, f1, f0);
         }
-        if (ss < ss_hi) step(ss, f0, f1);
+        if (ss < ss_lim) step(ss, f0, f1);
     } else {
-        for (int ss = ss_lo; ss < ss_hi; ss++) {
+        for (int ss = ss_beg; ss < ss_lim; ss += ss_step) {
             step(ss, f0, f1);
             f0 = f1;
         }
@@ -428,7 +448,21 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
      * 16.25 / 16.43, 5120² 10.81 / 11.36 → 9.33 / 9.64, 13824×5120 23.95 / 24.24 → 19.77 / 19.99,
      * 28672×8192 63.50 / 65.16 → 60.51 / 61.67; 6144×4096 9.86 / 10.26 → 9.94 / 10.50. */
     if constexpr (!BLOCK) {
-        if (p.M <= 8) return fk_go_skinny<Mma, 1, 4, 4, false, 1, false, false, false, true>(p, st, ws_need, ws, ws_bytes);
+        if (p.M <= 8) {
+            /* 7 blocks per multiprocessor (71 registers on sm_90a) instead of 4 (100) where 4
+             * would split K fewer than 3 ways and 7 split it more: more of the weight in flight
+             * per multiprocessor. Back to back, M = 1 / 8, H100: 9216×3072 12.78 / 13.00 →
+             * 10.65 / 11.02 µs, 14336×4096 20.39 / 20.27 → 19.31 / 19.75, 6144×4096 11.40 /
+             * 11.71 → 10.65 / 11.05, 13824×5120 25.02 / 24.92 → 23.41 / 24.05; H200 11.43 /
+             * 11.85 → 9.05 / 9.47, 16.04 / 16.22 → 14.76 / 15.40, 9.94 / 10.39 → 9.09 / 9.54,
+             * 19.45 / 19.69 → 17.64 / 18.44. Not where 4 blocks split K 3 ways or more: 7 blocks
+             * everywhere (the fewer registers' code is slower per warp) lost there, H200 4096²
+             * 6.98 → 7.83, 4608×3072 6.57 → 6.74, 5120² 9.24 → 9.33. */
+            const int s4 = fk_skinny_grid<Mma, 1, 4, 4, false, 1, false, false, false, true>(p).splits;
+            if (s4 < 3 && fk_skinny_grid<Mma, 1, 4, 4, false, 6, false, false, false, true>(p).splits > s4)
+                return fk_go_skinny<Mma, 1, 4, 4, false, 6, false, false, false, true>(p, st, ws_need, ws, ws_bytes);
+            return fk_go_skinny<Mma, 1, 4, 4, false, 1, false, false, false, true>(p, st, ws_need, ws, ws_bytes);
+        }
     }
 #endif
     const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false>(p));

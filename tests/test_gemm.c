@@ -374,10 +374,12 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
      * shapes (on 119–132 multiprocessors, N = 3072 and 8192 make one wave of the skinny kernel's
      * 24- and 64-column tiles, its blocks of 12–24 warps, and on 128–142 N = 12288 one of its
      * 48-column tiles, two blocks of 6 warps per multiprocessor, 8 with the operands swapped
-     * (M ≤ 8); at N = 3072 K = 3072, 4096 and 6144 take its 12-, 21- and 24-warp forms) */
+     * (M ≤ 8); at N = 3072 K = 3072, 4096 and 6144 take its 12-, 21- and 24-warp forms, the
+     * swapped ones with the warps' super-steps dealt out in turn; N = 9216, K = 3072 at M ≤ 8
+     * its 32-column 4-warp blocks swapped, 7 per multiprocessor) */
     static const uint64_t shapes[][2] = {{64, 128},    {40, 96},     {1032, 96},   {264, 512},  {128, 4096},
                                          {64, 8192},   {3072, 3072}, {3072, 4096}, {3072, 6144}, {8192, 512},
-                                         {12288, 256}};
+                                         {12288, 256}, {9216, 3072}};
     static const uint64_t ms[] = {1, 7, 16, 24, 33, 128, 1000};
     double worst[2] = {0, 0};
     int cases = 0, failed = 0;
