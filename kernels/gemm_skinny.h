@@ -466,27 +466,32 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
                 return fk_go_skinny<Mma, 1, 4, 4, false, 6, false, false, false, true>(p, st, ws_need, ws, ws_bytes);
             return fk_go_skinny<Mma, 1, 4, 4, false, 1, false, false, false, true>(p, st, ws_need, ws, ws_bytes);
         }
+    }
+#endif
+    /* the earlier order where its grid fills one wave to 85 % or more and the other form's
+     * fills it less by 5 points (the other form: one row fragment at 9–16 rows on NVIDIA
+     * without block scales, below; else the later order) */
+    const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false>(p));
+    auto early_fills = [early](double other) { return early >= 0.85 && other < early - 0.05; };
+#if FK_FRAG_NV
+    if constexpr (!BLOCK) {
         /* 9–16 rows: one row fragment unswapped, A's rows beside the weight (102 registers on
          * sm_90a: 4 blocks per multiprocessor, as the two fragments in the later order take,
          * for half their products and rows of A), unless the two in the earlier order (3
          * blocks) fill one wave to 85 % or more and the one fragment's grid fills it less by 5
-         * points (as below). Back to back, M = 9 / 16, against the two fragments, H100 (H200):
+         * points. Back to back, M = 9 / 16, against the two fragments, H100 (H200):
          * 4096² 9.31 / 9.45 → 8.40 / 8.72 µs (8.61 / 9.04 → 7.59 / 8.06), 9216×3072 15.83 /
          * 15.92 → 13.52 / 13.99 (15.37 / 15.62 → 12.40 / 13.15), 14336×4096 21.39 / 21.85 →
          * 20.59 / 20.80 (19.95 / 20.51 → 16.71 / 17.55), 28672×8192 83.10 / 84.92 → 79.81 /
          * 80.74 (66.47 / 73.56 → 62.61 / 65.10); where the earlier order fills the wave it stays
          * faster (H100 6144×4096 11.52 / 11.79 against 12.11 / 12.50, 11008×4096 17.50 / 17.85
          * against 17.99 / 18.50). */
-        if (p.M <= 16) {
-            const double one = fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, false, 1, false>(p));
-            const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, false, 1, false>(p));
-            if (!(early >= 0.85 && one < early - 0.05)) return fk_go_skinny<Mma, 1, 4, 4, false, 1, false>(p, st, ws_need, ws, ws_bytes);
-        }
+        if (p.M <= 16 && !early_fills(fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, false, 1, false>(p))))
+            return fk_go_skinny<Mma, 1, 4, 4, false, 1, false>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
-    const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false>(p));
-    const double late = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true>(p));
-    if (early >= 0.85 && late < early - 0.05) return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, false>(p, st, ws_need, ws, ws_bytes);
+    if (early_fills(fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true>(p))))
+        return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, false>(p, st, ws_need, ws, ws_bytes);
     return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, true>(p, st, ws_need, ws, ws_bytes);
 }
 
