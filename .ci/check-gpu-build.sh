@@ -6,10 +6,12 @@
 # PTX for sm_80, sm_90 and sm_90a must contain mma.sync m16n8k16 and prmt, and sm_90a's also
 # wgmma, and the gfx11 kernels built for sm_80 with WMMA emulated (FK_WMMA_EMULATED, which the
 # device machine runs) must hold shuffles and no NVIDIA matrix instruction. The quantiser's
-# kernels must keep subnormals and, in PTX, contain no fused float operations. Runs the
+# kernels must keep subnormals and, in PTX, contain no fused float operations. The skinny
+# matrix-product forms must keep the blocks per multiprocessor pinned for sm_90a in
+# .ci/skinny-occupancy.txt (ptxas; with the CUDA release named there) and spill nothing. Runs the
 # compilers in parallel.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 CLANG=${CLANG:-clang-19}
@@ -48,7 +50,12 @@ if [ -n "$NVCC" ] && command -v "$NVCC" >/dev/null 2>&1; then
             out="$tmp/$(basename "$src" .hip)-sm$sm.ptx"
             ( "$NVCC" -x cu -std=c++17 -O3 -fmad=false -Werror all-warnings -arch=compute_$sm \
                   -ptx -o "$out" "$src" >"$out.log" 2>&1 \
-                  || { echo "FAIL $src for sm_$sm:"; cat "$out.log"; exit 1; } ) &
+                  || { echo "FAIL $src for sm_$sm:"; cat "$out.log"; exit 1; }
+              # the registers of sm_90a's kernels, for the skinny forms' check below
+              if [ $sm = 90a ] && [ "$src" = kernels/gemm.hip ]; then
+                  "$(dirname "$(command -v "$NVCC")")/ptxas" -arch=sm_90a -v -o "$tmp/gemm-sm90a.cubin" "$out" \
+                      >"$tmp/ptxas.log" 2>&1 || { echo "FAIL ptxas for sm_90a:"; cat "$tmp/ptxas.log"; exit 1; }
+              fi ) &
             pids="$pids $!"
         done
     done
@@ -86,6 +93,39 @@ if [ -f "$tmp/gemm-sm90.ptx" ]; then
             echo "ok   gemm for sm_$sm: $n mma.sync m16n8k16, $w wgmma, $p prmt"
         fi
     done
+    # The skinny forms' blocks per multiprocessor, which their registers set: the pick's rules
+    # (kernels/gemm_skinny.h) were measured with those counts, and an unrelated edit can move a
+    # form across a register boundary (4 blocks to 5, say) and change its speed by a fifth. So
+    # they are pinned, per release of CUDA, in .ci/skinny-occupancy.txt, and no form may spill.
+    # A change there means: measure the forms again, then update the file from this output.
+    want=$(sed -n 's/^# CUDA release //p' .ci/skinny-occupancy.txt)
+    rel=$("$NVCC" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+    if [ "$rel" != "$want" ]; then
+        echo "skip skinny forms' occupancy: pinned for CUDA $want, this nvcc is $rel"
+    else
+        # "blocks spill-bytes name" per skinny kernel; blocks: what 64 K registers (256 per
+        # warp at a time) and 64 warps per multiprocessor allow
+        awk '/Compiling entry function/ { split($0, q, "\047"); name = q[2] }
+             /bytes spill stores/ { spill = $5 }
+             /Used [0-9]+ registers/ && name ~ /fk_gemm_skinny/ { print $5, spill, name; name = "" }' \
+            "$tmp/ptxas.log" | while read -r regs spill name; do
+            form=$(echo "$name" | c++filt | sed 's/^void //; s/(FkParams)$//')
+            w=$(echo "$form" | sed 's/^fk_gemm_skinny<MmaNv<[0-9]*>, [0-9]*, [0-9]*, \([0-9]*\),.*/\1/')
+            per_warp=$(( (regs * 32 + 255) / 256 * 256 ))
+            blocks=$(( 65536 / (w * per_warp) ))
+            [ $blocks -le $((64 / w)) ] || blocks=$((64 / w))
+            echo "$blocks $spill $form"
+        done | sort -k3 >"$tmp/occ.now"
+        grep -v '^#' .ci/skinny-occupancy.txt | sort -k3 >"$tmp/occ.want"
+        k=$(wc -l <"$tmp/occ.now")
+        s=$(awk '$2 != 0' "$tmp/occ.now" | wc -l)
+        if [ "$k" -eq 0 ] || [ "$s" -ne 0 ] || ! cmp -s "$tmp/occ.now" "$tmp/occ.want"; then
+            echo "FAIL skinny forms for sm_90a: $s of $k spill; blocks per multiprocessor and spilled bytes, pinned (<) and now (>), .ci/skinny-occupancy.txt:"
+            diff "$tmp/occ.want" "$tmp/occ.now" | sed -n 's/^[<>] /  &/p'; fail=1
+        else
+            echo "ok   skinny forms for sm_90a: $k kernels, blocks per multiprocessor as pinned, no spills"
+        fi
+    fi
     n=$(grep -c 'shfl.sync' "$tmp/gemm-wmma-sm80.ptx")
     m=$(grep -c -E '\b(wg)?mma\.' "$tmp/gemm-wmma-sm80.ptx")
     if [ "$n" -eq 0 ] || [ "$m" -ne 0 ]; then
