@@ -661,7 +661,13 @@ static hipError_t fk_go(int variant, FkParams &p, bool rescale, hipStream_t st, 
             if (rescale) return fk_go_skinny16<Mma, BLOCK, true>(p, st, ws_need, ws, ws_bytes);
         }
         return fk_go_skinny16<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
-    case FK_VARIANT_SKINNY32: return fk_go_skinny32<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
+    case FK_VARIANT_SKINNY32:
+        /* with checked block scales its forms in units of the current group from 64-k
+         * super-steps (block:64 and coarser; fk_go_skinny32) */
+        if constexpr (BLOCK && Mma::KSS >= 64) {
+            if (rescale) return fk_go_skinny32<Mma, BLOCK, true>(p, st, ws_need, ws, ws_bytes);
+        }
+        return fk_go_skinny32<Mma, BLOCK>(p, st, ws_need, ws, ws_bytes);
     /* Block scales in units of the current group (rescale: no second accumulator set) take the
      * tensor scales' tiles: H100 back to back, block:128, against the two-set tiles, tile64
      * 1.05–1.28× faster at M = 256–4096 (3072² M = 1024 124.7 → 97.4 µs, 3072×12288 470.7 →

@@ -185,8 +185,12 @@ __global__ void __launch_bounds__(W * 32, MINB) fk_gemm_skinny(FkParams p) {
      * 24-column form of 24 warps at its 80-register cap (block:128 3072×12288 M = 16 14.37 →
      * 14.77) or the 48-column one (12288×3072 13.12 → 13.32). Copied with plain loads and
      * stores instead of asynchronous copies, each warp waited for its loads before its first
-     * weight loads went out: single calls 1–2.5 µs slower. */
-    constexpr bool WIN = RS && (W == 4 || (W == 12 && NJ == 8));
+     * weight loads went out: single calls 1–2.5 µs slower. Not at 4 blocks per multiprocessor
+     * (the M ≤ 32 kernel's two row fragments, fk_go_skinny32): with the window its 128 registers
+     * spilled 24 bytes, and without it the form is faster (H100 back to back, block:128, M = 17 /
+     * 32: 8192² 29.97 / 33.21 → 29.15 / 31.11 µs, 13824×5120 31.57 / 35.87 → 30.74 / 33.37,
+     * 28672×8192 98.72 / 107.97 → 95.48 / 102.76). */
+    constexpr bool WIN = RS && ((W == 4 && MINB == 1) || (W == 12 && NJ == 8));
     if constexpr (WIN) {
         if (ss_lo < ss_hi) {
             const int g0 = fk_group_of(p, ss_lo * Mma::KSS), ng = fk_group_of(p, kend - 1) - g0 + 1, str = ng | 1;
@@ -433,6 +437,15 @@ static double fk_wave_fill(const FkSkinnyGrid &g) {
     return blocks <= slots ? blocks / slots : 0.0;
 }
 
+#if FK_FRAG_NV
+/* Whether grid b runs more blocks than grid a, or the same in fewer waves. */
+static bool fk_grid_gains(const FkSkinnyGrid &a, const FkSkinnyGrid &b) {
+    const long long ba = (long long)a.ntiles * a.splits, bb = (long long)b.ntiles * b.splits;
+    const long long sa = (long long)a.occ * fk_sm_count(), sb = (long long)b.occ * fk_sm_count();
+    return bb > ba || (bb + sb - 1) / sb < (ba + sa - 1) / sa;
+}
+#endif
+
 /* M ≤ 32: the two orders of A's loads compile to different register counts (sm_90a: 145 and
  * 120 with tensor scales, 186 and 162 with block scales), so to different blocks per
  * multiprocessor and grids. The later order, with more blocks, unless the earlier one's grid
@@ -442,7 +455,7 @@ static double fk_wave_fill(const FkSkinnyGrid &g) {
  * 1.2× slower where it does not, e.g. 12288×3072 16.1 against 19.0; with block scales the rule
  * keeps 8192², 8192×28672 and 2048² 5–6 % faster in the earlier order and is 5–7 % off at
  * 14336×4096 and 13824×5120, which take the later one). */
-template <class Mma, bool BLOCK>
+template <class Mma, bool BLOCK, bool RS = false>
 static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, void *ws, size_t ws_bytes) {
 #if FK_FRAG_NV
     /* Up to 8 rows without block scales: one row fragment with the operands swapped (as in
@@ -471,8 +484,33 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
     /* the earlier order where its grid fills one wave to 85 % or more and the other form's
      * fills it less by 5 points (the other form: one row fragment at 9–16 rows on NVIDIA
      * without block scales, below; else the later order) */
-    const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false>(p));
+    const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false, RS>(p));
     auto early_fills = [early](double other) { return early >= 0.85 && other < early - 0.05; };
+#if FK_FRAG_NV
+    if constexpr (RS) {
+        static_assert(BLOCK && Mma::KSS >= 64, "checked block scales from 64-k super-steps");
+        /* Block scales in units of the current group (FK_SCALE_BLOCK_RS), 64-k super-steps:
+         * one accumulator set, so the later order fits 4 blocks per multiprocessor (128
+         * registers on sm_90a, against 162 and 188 in the two orders with a set per group,
+         * which take 3 and 2). The earlier order (164 registers, 3 blocks) where it fills the
+         * wave as the rule above says, measured against the 4 blocks' grid; else the later
+         * order at 4 blocks where they run more blocks or fewer waves than 3, and at 3 where
+         * the grid is the same: there 4 blocks per multiprocessor were 1.2–1.3× slower back
+         * to back (N = 8704–10752 at K = 3072 and 4096, 9216×8192; level in single calls),
+         * presumably because the next call's blocks take the free places first. H100 back to
+         * back, block:128, M = 17 / 32, against the sets per group: 14336×4096 41.62 / 44.31 →
+         * 25.63 / 26.89 µs, 13824×5120 49.47 / 52.82 → 30.74 / 33.37, 8192² 39.38 / 41.40 →
+         * 29.15 / 31.11, 28672×8192 115.42 / 121.45 → 95.48 / 102.76, 4096×14336 27.87 /
+         * 30.20 → 25.86 / 28.11, 12288×3072 16.35 / 18.02 → 15.54 / 16.81 (earlier order),
+         * 3072×12288 19.74 / 21.02 → 18.00 / 19.20 (earlier), 9216×3072 16.03 / 17.27 →
+         * 15.74 / 17.00 (3 blocks). */
+        const FkSkinnyGrid g3 = fk_skinny_grid<Mma, 2, 4, 4, true, 1, true, true>(p);
+        const FkSkinnyGrid g4 = fk_skinny_grid<Mma, 2, 4, 4, true, 4, true, true>(p);
+        if (early_fills(fk_wave_fill(g4))) return fk_go_skinny<Mma, 2, 4, 4, true, 1, false, true>(p, st, ws_need, ws, ws_bytes);
+        if (fk_grid_gains(g3, g4)) return fk_go_skinny<Mma, 2, 4, 4, true, 4, true, true>(p, st, ws_need, ws, ws_bytes);
+        return fk_go_skinny<Mma, 2, 4, 4, true, 1, true, true>(p, st, ws_need, ws, ws_bytes);
+    }
+#endif
 #if FK_FRAG_NV
     if constexpr (!BLOCK) {
         /* 9–16 rows: one row fragment unswapped, A's rows beside the weight (102 registers on
