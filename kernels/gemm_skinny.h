@@ -487,8 +487,23 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
     const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false, RS>(p));
     auto early_fills = [early](double other) { return early >= 0.85 && other < early - 0.05; };
 #if FK_FRAG_NV
-    if constexpr (RS) {
-        static_assert(BLOCK && Mma::KSS >= 64, "checked block scales from 64-k super-steps");
+    static_assert(!RS || (BLOCK && Mma::KSS >= 32), "units of the current group: block scales, 32-k super-steps or more");
+    if constexpr (RS && Mma::KSS == 32) {
+        /* 32-k super-steps (block:32): one set takes 4 blocks per multiprocessor in both orders
+         * (128 and 106 registers on sm_90a), the sets per group 3 (140 and 130). The one set
+         * where its grid runs more blocks or fewer waves and the weight is 16 M bytes or more;
+         * elsewhere it lost. H100 back to back, block:32, M = 17 / 32, against the sets per
+         * group: 8192² 56.92 / 60.16 → 36.16 / 38.25 µs, 14336×4096 50.74 / 55.45 → 33.24 /
+         * 34.75, 28672×8192 148.71 / 161.08 → 128.46 / 143.58, 4096² 13.93 / 14.59 → 12.50 /
+         * 13.38, 3072×12288 25.23 / 26.23 → 24.43 / 25.47; where the grid is the same 1.07–1.11×
+         * slower (12288×3072 23.31 / 24.02 → 25.01 / 26.33, 6144×4096 18.21 / 19.63 → 20.12 /
+         * 21.79), and with the small weights of more splits 1.05–1.07× (3072² 9.65 / 10.40 →
+         * 10.14 / 11.18, 1024×4096 8.52 / 9.21 → 9.04 / 9.88). */
+        if (!fk_grid_gains(fk_skinny_grid<Mma, 2, 4, 4, true, 1, true>(p), fk_skinny_grid<Mma, 2, 4, 4, true, 1, true, true>(p)) ||
+            (long long)p.N * p.K < (16ll << 20))
+            return fk_go_skinny32<Mma, true>(p, st, ws_need, ws, ws_bytes);
+    }
+    if constexpr (RS && Mma::KSS >= 64) {
         /* Block scales in units of the current group (FK_SCALE_BLOCK_RS), 64-k super-steps:
          * one accumulator set, so the later order fits 4 blocks per multiprocessor (128
          * registers on sm_90a, against 162 and 188 in the two orders with a set per group,
@@ -528,9 +543,9 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
             return fk_go_skinny<Mma, 1, 4, 4, false, 1, false>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
-    if (early_fills(fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true>(p))))
-        return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, false>(p, st, ws_need, ws, ws_bytes);
-    return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, true>(p, st, ws_need, ws, ws_bytes);
+    if (early_fills(fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true, RS>(p))))
+        return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, false, RS>(p, st, ws_need, ws, ws_bytes);
+    return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, true, RS>(p, st, ws_need, ws, ws_bytes);
 }
 
 /* Whether n columns in tiles of bn make one wave of per_sm blocks per multiprocessor that

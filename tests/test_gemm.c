@@ -424,7 +424,8 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
      * scales' window in shared memory at N = 4096, K = 20480 and N = 8192, K = 8192, so that each
      * group's scales come from global memory; M = 17–32: the M ≤ 32 kernel's earlier order at
      * N = 3072, K = 3072, its later order at 4 blocks per multiprocessor at N = 8192, K = 1024 and
-     * at 3 at N = 9216, K = 1024), also with neighbouring groups' scales 2^36 apart
+     * at 3 at N = 9216, K = 1024, and with groups of 32 at N = 8192, K = 2048), also with
+     * neighbouring groups' scales 2^36 apart
      * (ratios near the rule's limit in every close). Then one scale 0 and the rest 2^42 apart,
      * which those kernels must not take (a division by 0, and units that could overflow): the same
      * shapes on the kernels with the exact close (a second set for each group's sum). */
@@ -445,7 +446,8 @@ TEST(gemm_gpu_matches_fp64_every_mode_and_shape) {
                      {1, 6144, 4096, 128, FK_VARIANT_SKINNY16}, {16, 4096, 1024, 128, FK_VARIANT_SKINNY16},
                      {16, 6144, 4096, 128, FK_VARIANT_SKINNY16}, {16, 4096, 20480, 32, FK_VARIANT_SKINNY16},
                      {1, 8192, 8192, 32, FK_VARIANT_SKINNY16},  {24, 3072, 3072, 128, FK_VARIANT_SKINNY32},
-                     {32, 8192, 1024, 128, FK_VARIANT_SKINNY32}, {17, 9216, 1024, 128, FK_VARIANT_SKINNY32}};
+                     {32, 8192, 1024, 128, FK_VARIANT_SKINNY32}, {17, 9216, 1024, 128, FK_VARIANT_SKINNY32},
+                     {24, 8192, 2048, 32, FK_VARIANT_SKINNY32}};
 #ifdef FEATHER_GPU
     const int hopper = tu_gpu_hopper(132);
 #endif
