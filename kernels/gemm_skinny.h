@@ -543,7 +543,22 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
             return fk_go_skinny<Mma, 1, 4, 4, false, 1, false>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
-    if (early_fills(fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true, RS>(p))))
+    const FkSkinnyGrid later = fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true, RS>(p);
+#if FK_FRAG_NV
+    /* Tensor and channel scales: the earlier order (3 blocks per multiprocessor) also where the
+     * later one's 4 run no more blocks and no fewer waves, from 16 M bytes of weight: the same
+     * grid with a place left free on most multiprocessors was slower back to back, as with
+     * block scales above. H100 back to back, tensor, M = 17 / 32: 9216×3072 16.58 / 18.53 →
+     * 13.70 / 14.94 µs, 10752×3072 16.62 / 18.67 → 14.27 / 15.44, 10240×4096 21.41 / 23.48 →
+     * 17.78 / 19.14, 9216×8192 40.89 / 43.30 → 32.30 / 34.61; with the 4 MB weights 2048² and
+     * 1024×4096 (each warp 2 super-steps) up to 6 % slower (2048² M = 32 6.29 → 6.67), so not
+     * there. */
+    if constexpr (!BLOCK) {
+        if ((long long)p.N * p.K >= (16ll << 20) && !fk_grid_gains(fk_skinny_grid<Mma, 2, 4, 4, false, 1, false>(p), later))
+            return fk_go_skinny<Mma, 2, 4, 4, false, 1, false>(p, st, ws_need, ws, ws_bytes);
+    }
+#endif
+    if (early_fills(fk_wave_fill(later)))
         return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, false, RS>(p, st, ws_need, ws, ws_bytes);
     return fk_go_skinny<Mma, 2, 4, 4, BLOCK, 1, true, RS>(p, st, ws_need, ws, ws_bytes);
 }
