@@ -444,6 +444,10 @@ static bool fk_grid_gains(const FkSkinnyGrid &a, const FkSkinnyGrid &b) {
     const long long sa = (long long)a.occ * fk_sm_count(), sb = (long long)b.occ * fk_sm_count();
     return bb > ba || (bb + sb - 1) / sb < (ba + sa - 1) / sa;
 }
+/* Weights of 16 M bytes or more, where the M ≤ 32 kernel's rules for blocks per multiprocessor
+ * below were measured to hold; the 4 MB ones (2048², 1024×4096, each warp 2 super-steps) went
+ * the other way. */
+static bool fk_skinny32_large(const FkParams &p) { return (long long)p.N * p.K >= (16ll << 20); }
 #endif
 
 /* M ≤ 32: the two orders of A's loads compile to different register counts (sm_90a: 145 and
@@ -499,8 +503,8 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
          * slower (12288×3072 23.31 / 24.02 → 25.01 / 26.33, 6144×4096 18.21 / 19.63 → 20.12 /
          * 21.79), and with the small weights of more splits 1.05–1.07× (3072² 9.65 / 10.40 →
          * 10.14 / 11.18, 1024×4096 8.52 / 9.21 → 9.04 / 9.88). */
-        if (!fk_grid_gains(fk_skinny_grid<Mma, 2, 4, 4, true, 1, true>(p), fk_skinny_grid<Mma, 2, 4, 4, true, 1, true, true>(p)) ||
-            (long long)p.N * p.K < (16ll << 20))
+        if (!fk_skinny32_large(p) ||
+            !fk_grid_gains(fk_skinny_grid<Mma, 2, 4, 4, true, 1, true>(p), fk_skinny_grid<Mma, 2, 4, 4, true, 1, true, true>(p)))
             return fk_go_skinny32<Mma, true>(p, st, ws_need, ws, ws_bytes);
     }
     if constexpr (RS && Mma::KSS >= 64) {
@@ -525,8 +529,6 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
         if (fk_grid_gains(g3, g4)) return fk_go_skinny<Mma, 2, 4, 4, true, 4, true, true>(p, st, ws_need, ws, ws_bytes);
         return fk_go_skinny<Mma, 2, 4, 4, true, 1, true, true>(p, st, ws_need, ws, ws_bytes);
     }
-#endif
-#if FK_FRAG_NV
     if constexpr (!BLOCK) {
         /* 9–16 rows: one row fragment unswapped, A's rows beside the weight (102 registers on
          * sm_90a: 4 blocks per multiprocessor, as the two fragments in the later order take,
@@ -554,7 +556,7 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
      * 1024×4096 (each warp 2 super-steps) up to 6 % slower (2048² M = 32 6.29 → 6.67), so not
      * there. */
     if constexpr (!BLOCK) {
-        if ((long long)p.N * p.K >= (16ll << 20) && !fk_grid_gains(fk_skinny_grid<Mma, 2, 4, 4, false, 1, false>(p), later))
+        if (fk_skinny32_large(p) && !fk_grid_gains(fk_skinny_grid<Mma, 2, 4, 4, false, 1, false>(p), later))
             return fk_go_skinny<Mma, 2, 4, 4, false, 1, false>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
