@@ -488,7 +488,9 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
     /* the earlier order where its grid fills one wave to 85 % or more and the other form's
      * fills it less by 5 points (the other form: one row fragment at 9–16 rows on NVIDIA
      * without block scales, below; else the later order) */
-    const double early = fk_wave_fill(fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false, RS>(p));
+    const FkSkinnyGrid eg = fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, false, RS>(p);
+    const FkSkinnyGrid later = fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true, RS>(p);
+    const double early = fk_wave_fill(eg);
     auto early_fills = [early](double other) { return early >= 0.85 && other < early - 0.05; };
 #if FK_FRAG_NV
     static_assert(!RS || (BLOCK && Mma::KSS >= 32), "units of the current group: block scales, 32-k super-steps or more");
@@ -504,7 +506,7 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
          * 21.79), and with the small weights of more splits 1.05–1.07× (3072² 9.65 / 10.40 →
          * 10.14 / 11.18, 1024×4096 8.52 / 9.21 → 9.04 / 9.88). */
         if (!fk_skinny32_large(p) ||
-            !fk_grid_gains(fk_skinny_grid<Mma, 2, 4, 4, true, 1, true>(p), fk_skinny_grid<Mma, 2, 4, 4, true, 1, true, true>(p)))
+            !fk_grid_gains(fk_skinny_grid<Mma, 2, 4, 4, true, 1, true>(p), later))
             return fk_go_skinny32<Mma, true>(p, st, ws_need, ws, ws_bytes);
     }
     if constexpr (RS && Mma::KSS >= 64) {
@@ -523,10 +525,9 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
          * 30.20 → 25.86 / 28.11, 12288×3072 16.35 / 18.02 → 15.54 / 16.81 (earlier order),
          * 3072×12288 19.74 / 21.02 → 18.00 / 19.20 (earlier), 9216×3072 16.03 / 17.27 →
          * 15.74 / 17.00 (3 blocks). */
-        const FkSkinnyGrid g3 = fk_skinny_grid<Mma, 2, 4, 4, true, 1, true, true>(p);
         const FkSkinnyGrid g4 = fk_skinny_grid<Mma, 2, 4, 4, true, 4, true, true>(p);
         if (early_fills(fk_wave_fill(g4))) return fk_go_skinny<Mma, 2, 4, 4, true, 1, false, true>(p, st, ws_need, ws, ws_bytes);
-        if (fk_grid_gains(g3, g4)) return fk_go_skinny<Mma, 2, 4, 4, true, 4, true, true>(p, st, ws_need, ws, ws_bytes);
+        if (fk_grid_gains(later, g4)) return fk_go_skinny<Mma, 2, 4, 4, true, 4, true, true>(p, st, ws_need, ws, ws_bytes);
         return fk_go_skinny<Mma, 2, 4, 4, true, 1, true, true>(p, st, ws_need, ws, ws_bytes);
     }
     if constexpr (!BLOCK) {
@@ -544,9 +545,6 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
         if (p.M <= 16 && !early_fills(fk_wave_fill(fk_skinny_grid<Mma, 1, 4, 4, false, 1, false>(p))))
             return fk_go_skinny<Mma, 1, 4, 4, false, 1, false>(p, st, ws_need, ws, ws_bytes);
     }
-#endif
-    const FkSkinnyGrid later = fk_skinny_grid<Mma, 2, 4, 4, BLOCK, 1, true, RS>(p);
-#if FK_FRAG_NV
     /* Tensor and channel scales: the earlier order (3 blocks per multiprocessor) also where the
      * later one's 4 run no more blocks and no fewer waves, from 16 M bytes of weight: the same
      * grid with a place left free on most multiprocessors was slower back to back, as with
@@ -556,7 +554,7 @@ static hipError_t fk_go_skinny32(FkParams &p, hipStream_t st, size_t *ws_need, v
      * 1024×4096 (each warp 2 super-steps) up to 6 % slower (2048² M = 32 6.29 → 6.67), so not
      * there. */
     if constexpr (!BLOCK) {
-        if (fk_skinny32_large(p) && !fk_grid_gains(fk_skinny_grid<Mma, 2, 4, 4, false, 1, false>(p), later))
+        if (fk_skinny32_large(p) && !fk_grid_gains(eg, later))
             return fk_go_skinny<Mma, 2, 4, 4, false, 1, false>(p, st, ws_need, ws, ws_bytes);
     }
 #endif
