@@ -727,6 +727,14 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     conv c = {.ctx = ctx, .o = o, .res = res, .err = err, .dev = FEATHER_DEVICE_CPU};
     feather_status st = feather_device_select(o->device, &c.dev, NULL, NULL, 0, err);
     if (st) return st;
+    /* AUTO takes the GPU only where it makes the conversion faster: with 8 threads or more the
+     * CPU quantises faster than the reader, the hash and the writer go, and the GPU's host
+     * copies then only compete with them (H100 host, a 5 GB bf16 checkpoint from the page
+     * cache, block:128 / channel / tensor: 2 threads 2.2 / 1.7 / 1.03× faster on the GPU, 4
+     * threads 1.7 / 1.2 / 1.03×, 8 threads 1.01 / 0.95 / 0.82×, 16 threads 0.93 / 0.90 /
+     * 0.69×; BENCHMARKS.md, "GPU-assisted conversion"). */
+    if (o->device == FEATHER_DEVICE_AUTO && c.dev == FEATHER_DEVICE_GPU && feather_ctx_threads(ctx) >= 8)
+        c.dev = FEATHER_DEVICE_CPU;
     res->used_gpu = c.dev == FEATHER_DEVICE_GPU;
     st = feather_open(&c.r, input, 0, err);
     if (st) return st;

@@ -715,6 +715,23 @@ TEST(gpu_quant_convert_cpu_and_gpu_files_identical) {
     }
 }
 
+/* --device auto: the GPU below 8 threads, the CPU from 8 on (feather_convert's rule), the same
+ * bytes either way. */
+TEST(gpu_quant_convert_auto_weighs_threads) {
+    if (!tu_gpu_or_skip("GPU converter tests")) return;
+    char in[600], a[600], b[600];
+    snprintf(in, sizeof in, "%s", test_path("auto.safetensors"));
+    snprintf(a, sizeof a, "%s", test_path("j2.safetensors"));
+    snprintf(b, sizeof b, "%s", test_path("j2cpu.safetensors"));
+    REQUIRE(test_run("%s -q --family flux --hidden 256 --blocks 1 -o %s", bin("feather-sample"), in) == 0);
+    CHECK_EQ_U(convert_on("auto", "-j 2 --scale block:128", in, a), 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"gpu\"");
+    CHECK_EQ_U(convert_on("cpu", "-j 2 --scale block:128", in, b), 0);
+    CHECK(tu_files_equal(a, b));
+    CHECK_EQ_U(convert_on("auto", "-j 8 --scale block:128", in, b), 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"cpu\"");
+}
+
 /* The real checkpoints (FEATHER_TESTDATA): from each, the GPU writes the bytes the CPU writes,
  * in every scale mode and both formats; where the CPU refuses a file (nothing to convert,
  * truncated, trailing bytes), the GPU refuses it with the same exit status. */

@@ -67,7 +67,8 @@ typedef struct feather_convert_options {
     size_t ninclude;
     const char *const *exclude;    /* ERE: keep at full precision (wins over include) */
     size_t nexclude;
-    feather_device device;
+    feather_device device;         /* AUTO: the GPU where one is usable and the context has
+                                      fewer than 8 threads (with more the CPU is as fast) */
     int zstd_level;                /* for a ".zst" output; 0 = default */
     int zstd_threads;
     int overwrite;                 /* replace an existing output */

@@ -292,7 +292,7 @@ int main(int argc, char **argv) {
         }
         if (fell_back && !quiet && !strstr(why, "without GPU support"))
             cli_error("notice: no usable GPU (%s); quantising on the CPU", why);
-        o.device = got;
+        if (got == FEATHER_DEVICE_CPU) o.device = got; /* else auto: feather_convert weighs the threads */
     }
     jroot = cJSON_CreateObject();
     cJSON *jfiles = cJSON_CreateArray();
