@@ -715,6 +715,17 @@ static feather_status write_index(conv *c, const char *output, char **shard_path
     return st;
 }
 
+/* From 8 cores on, the CPU's search keeps up with the reader, the hash and the writer, and the
+ * GPU's host copies only take threads from them (H100 host, a 5 GB bf16 checkpoint from the page
+ * cache, confined to J cores, block:128 / channel / tensor, GPU against CPU: J = 2 2.2 / 1.7 /
+ * 1.03× faster, 4 1.7 / 1.2 / 1.03×, 8 1.01 / 0.95 / 0.82×, 16 0.93 / 0.90 / 0.69×; eight 1 GB
+ * files at once through samples/batch-convert.sh on the 16 cores: the CPU 1.2–1.7× faster at
+ * every -j). Looking for a GPU costs 0.3–0.5 s a process, so it is not done then. BENCHMARKS.md,
+ * "GPU-assisted conversion". */
+feather_device feather_convert_device(feather_device want) {
+    return want == FEATHER_DEVICE_AUTO && feather_cores() >= 8 ? FEATHER_DEVICE_CPU : want;
+}
+
 feather_status feather_convert(feather_ctx *ctx, const char *input, const char *output,
                                const feather_convert_options *o, feather_convert_result *res,
                                feather_error *err) {
@@ -725,16 +736,8 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     /* The device first: a GPU that is asked for but missing fails before anything is opened
      * or written. AUTO falls back to the CPU silently (programs say so; see feather-convert). */
     conv c = {.ctx = ctx, .o = o, .res = res, .err = err, .dev = FEATHER_DEVICE_CPU};
-    feather_status st = feather_device_select(o->device, &c.dev, NULL, NULL, 0, err);
+    feather_status st = feather_device_select(feather_convert_device(o->device), &c.dev, NULL, NULL, 0, err);
     if (st) return st;
-    /* AUTO takes the GPU only where it makes the conversion faster: with 8 threads or more the
-     * CPU quantises faster than the reader, the hash and the writer go, and the GPU's host
-     * copies then only compete with them (H100 host, a 5 GB bf16 checkpoint from the page
-     * cache, block:128 / channel / tensor: 2 threads 2.2 / 1.7 / 1.03× faster on the GPU, 4
-     * threads 1.7 / 1.2 / 1.03×, 8 threads 1.01 / 0.95 / 0.82×, 16 threads 0.93 / 0.90 /
-     * 0.69×; BENCHMARKS.md, "GPU-assisted conversion"). */
-    if (o->device == FEATHER_DEVICE_AUTO && c.dev == FEATHER_DEVICE_GPU && feather_ctx_threads(ctx) >= 8)
-        c.dev = FEATHER_DEVICE_CPU;
     res->used_gpu = c.dev == FEATHER_DEVICE_GPU;
     st = feather_open(&c.r, input, 0, err);
     if (st) return st;

@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <sched.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -59,11 +60,17 @@ static void *worker_main(void *p) {
     return NULL;
 }
 
+/* The cores this process may run on: its CPU affinity (taskset, a container's cpuset), as
+ * nproc counts them, else the online ones. */
+int feather_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 feather_ctx *feather_ctx_new(int threads) {
-    if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
+    if (threads <= 0) threads = feather_cores();
     if (threads > 1024) threads = 1024;
     struct feather_ctx *c = calloc(1, sizeof *c);
     if (!c) return NULL;

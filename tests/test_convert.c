@@ -141,6 +141,30 @@ TEST(convert_library_roundtrip_and_metadata) {
     feather_ctx_free(ctx);
 }
 
+/* --device auto's rule (feather_convert_device): the CPU from 8 cores on, else the GPU where one
+ * is usable; the cores counted are those the process may run on. */
+TEST(convert_device_auto_by_cores) {
+    CHECK(feather_convert_device(FEATHER_DEVICE_CPU) == FEATHER_DEVICE_CPU);
+    CHECK(feather_convert_device(FEATHER_DEVICE_GPU) == FEATHER_DEVICE_GPU);
+    const int all = feather_cores();
+    CHECK(all >= 1);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO) == (all >= 8 ? FEATHER_DEVICE_CPU : FEATHER_DEVICE_AUTO));
+    REQUIRE(tu_confine_cores(1) == 1);
+    CHECK_EQ_U(feather_cores(), 1);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO) == FEATHER_DEVICE_AUTO);
+    feather_ctx *ctx = feather_ctx_new(0); /* the default pool follows the same count */
+    CHECK(ctx && feather_ctx_threads(ctx) == 1);
+    feather_ctx_free(ctx);
+    if (tu_confine_cores(8) == 8) {
+        CHECK_EQ_U(feather_cores(), 8);
+        CHECK(feather_convert_device(FEATHER_DEVICE_AUTO) == FEATHER_DEVICE_CPU);
+    } else {
+        printf("    (fewer than 8 cores here: the rule's CPU side is checked where there are 8)\n");
+    }
+    tu_confine_cores(0);
+    CHECK_EQ_U(feather_cores(), all);
+}
+
 TEST(convert_skips_up_to_date_and_refuses_stale_outputs) {
     const char *in = test_path("m.safetensors"), *out = test_path("m-fp8e5m2.safetensors");
     REQUIRE(tu_write_model(in, small_model, NSMALL, 3, NULL) == 0);

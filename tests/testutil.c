@@ -2,6 +2,7 @@
 #include "test.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 
 uint64_t tu_rand(uint64_t *s) {
@@ -121,6 +122,28 @@ int tu_gpu_hopper(int sms) {
     if (!feather_gpu_available(desc, sizeof desc) || !strstr(desc, ", sm_90,") || strstr(desc, "emulated")) return 0;
     snprintf(count, sizeof count, " %d SMs", sms);
     return sms <= 0 || strstr(desc, count) != NULL;
+}
+
+int tu_confine_cores(int n) {
+    static cpu_set_t saved;
+    static int have;
+    if (!have) {
+        if (sched_getaffinity(0, sizeof saved, &saved) != 0) return 0;
+        have = 1;
+    }
+    if (n == 0) {
+        sched_setaffinity(0, sizeof saved, &saved);
+        return 0;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int got = 0;
+    for (int c = 0; c < CPU_SETSIZE && got < n; c++)
+        if (CPU_ISSET(c, &saved)) {
+            CPU_SET(c, &set);
+            got++;
+        }
+    return sched_setaffinity(0, sizeof set, &set) == 0 ? got : 0;
 }
 
 int tu_gpu_or_skip(const char *what) {

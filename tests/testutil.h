@@ -29,6 +29,11 @@ int tu_files_equal(const char *a, const char *b);
  * they are not, -1 when it cannot be told (no XGETBV with ECX = 1, or an ASan build). */
 int tu_vector_upper_in_use(void);
 
+/* Confines this thread, and the programs it starts, to the first n cores it may run on (the
+ * CPU affinity, as taskset sets it), or gives back the set it had when n is 0. Returns n, or
+ * fewer where the process may not run on that many. */
+int tu_confine_cores(int n);
+
 /* 1 when a GPU is usable (named on the output), else a loud skip of `what` and 0. */
 int tu_gpu_or_skip(const char *what);
 

@@ -67,8 +67,7 @@ typedef struct feather_convert_options {
     size_t ninclude;
     const char *const *exclude;    /* ERE: keep at full precision (wins over include) */
     size_t nexclude;
-    feather_device device;         /* AUTO: the GPU where one is usable and the context has
-                                      fewer than 8 threads (with more the CPU is as fast) */
+    feather_device device;         /* AUTO: see feather_convert_device */
     int zstd_level;                /* for a ".zst" output; 0 = default */
     int zstd_threads;
     int overwrite;                 /* replace an existing output */
@@ -117,6 +116,12 @@ typedef struct feather_convert_result {
  * zstd is set), or the index name for a sharded input. Into 'dir' when dir != NULL. */
 feather_status feather_default_output(const char *input, const char *dir, feather_fp8 fmt,
                                       int zstd, char *buf, size_t len, feather_error *err);
+
+/* The device feather_convert takes for `want`: AUTO becomes the CPU where this process may run
+ * on 8 cores or more (feather_cores: there the CPU converts as fast as the GPU or faster, one
+ * conversion or several at once), without looking for a GPU; else it stays AUTO (the GPU when
+ * one is usable). CPU and GPU stay as they are. */
+feather_device feather_convert_device(feather_device want);
 
 /* Converts one input (a file, .zst file, index.json or directory) into output. */
 feather_status feather_convert(feather_ctx *ctx, const char *input, const char *output,

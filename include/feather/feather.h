@@ -104,10 +104,13 @@ unsigned feather_dtype_bits(feather_dtype d);                  /* 4, 6, 8, 16, 3
 /* ---- execution context: thread pool and SIMD level ---- */
 typedef struct feather_ctx feather_ctx;
 
-/* threads = 0: one per online core. Returns NULL on allocation failure. */
+/* threads = 0: one per core this process may run on (feather_cores). Returns NULL on
+ * allocation failure. */
 feather_ctx *feather_ctx_new(int threads);
 void feather_ctx_free(feather_ctx *ctx);
 int feather_ctx_threads(const feather_ctx *ctx);
+/* The cores this process may run on (its CPU affinity, as nproc counts them). */
+int feather_cores(void);
 
 typedef enum feather_simd {
     FEATHER_SIMD_SCALAR = 0,

@@ -279,6 +279,7 @@ int main(int argc, char **argv) {
     o.command_line = cmd;
     ctx = feather_ctx_new((int)threads);
     if (!ctx) { worst = FEATHER_EXIT_INPUT; goto done; }
+    o.device = feather_convert_device(o.device);
     if (!plan && o.device != FEATHER_DEVICE_CPU) {
         /* Once for all inputs: a missing GPU that was asked for is one error, a fallback one
          * notice (none when this build has no GPU backend: then the CPU is simply the device). */
@@ -292,7 +293,7 @@ int main(int argc, char **argv) {
         }
         if (fell_back && !quiet && !strstr(why, "without GPU support"))
             cli_error("notice: no usable GPU (%s); quantising on the CPU", why);
-        if (got == FEATHER_DEVICE_CPU) o.device = got; /* else auto: feather_convert weighs the threads */
+        o.device = got;
     }
     jroot = cJSON_CreateObject();
     cJSON *jfiles = cJSON_CreateArray();
