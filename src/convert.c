@@ -720,7 +720,7 @@ static feather_status write_index(conv *c, const char *output, char **shard_path
  * cache, confined to J cores, block:128 / channel / tensor, GPU against CPU: J = 2 2.2 / 1.7 /
  * 1.03× faster, 4 1.7 / 1.2 / 1.03×, 8 1.01 / 0.95 / 0.82×, 16 0.93 / 0.90 / 0.69×; eight 1 GB
  * files at once through samples/batch-convert.sh on the 16 cores: the CPU 1.2–1.7× faster at
- * every -j). Looking for a GPU costs 0.3–0.5 s a process, so it is not done then. BENCHMARKS.md,
+ * every -j). Looking for a GPU costs 0.35–0.55 s a process, so it is not done then. BENCHMARKS.md,
  * "GPU-assisted conversion". */
 feather_device feather_convert_device(feather_device want) {
     return want == FEATHER_DEVICE_AUTO && feather_cores() >= 8 ? FEATHER_DEVICE_CPU : want;
