@@ -43,7 +43,8 @@ usage_error() {
     exit 64
 }
 
-cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+# the cores this script may run on (nproc: its CPU affinity, as feather-convert counts them)
+cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 case $cores in '' | *[!0-9]*) cores=1 ;; esac
 [ "$cores" -ge 1 ] || cores=1
 jobs=$cores
