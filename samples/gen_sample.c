@@ -920,8 +920,8 @@ int main(int argc, char **argv) {
     if (!out && !dry) return cli_usage_error("no output given (-o OUT)");
     if (shards > 1 && zstd) return cli_usage_error("--shards and --zstd cannot be combined");
     if (!threads) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (unsigned long long)n;
+        const int n = feather_cores(); /* at least 1 */
+        threads = n > MAX_THREADS ? MAX_THREADS : (unsigned long long)n;
     }
 
     model m;
