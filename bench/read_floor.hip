@@ -2,7 +2,8 @@
  * The read floor of the M <= 16 matrix product: a kernel that does nothing but read a weight's
  * bytes once (and fold them into one word per thread so that the loads stay), launched the way
  * the library launches its skinny kernels (programmatic stream serialisation, an optional L2
- * warm-up of each block's first bytes before the wait for the previous kernel). Timed back to
+ * warm-up of each block's first bytes before the wait for the previous kernel, or its first bytes
+ * copied to shared memory before that wait). Timed back to
  * back by bench/read_floor.py beside the library's product on the same bytes, it says how much
  * of the weight-bandwidth target any kernel can reach at a given size on a given GPU.
  * NVIDIA only (the back-to-back launch is a CUDA attribute); built by `make read-floor`.
@@ -32,6 +33,41 @@ __global__ void fb_read(const uint4 *p, size_t n, unsigned *out, size_t warm) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
+/* The same with the block's first `stage` bytes copied to shared memory before the wait
+ * (cp.async: no registers held while they are out), so that where a block of the next kernel
+ * fits beside one of this kernel, it streams its bytes while this one finishes; with `early`
+ * the next kernel is released before the wait instead of after it, so that it may be launched
+ * as soon as every block of this one has started. The rest is read after the wait. */
+__global__ void fb_stage(const uint4 *p, size_t n, unsigned *out, size_t stage, int early) {
+    constexpr int UNROLL = 8;
+    extern __shared__ uint4 fb_smem[];
+    const size_t per = (n + gridDim.x - 1) / gridDim.x;
+    const size_t lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
+    const size_t send = lo + stage < hi ? lo + stage : hi;
+    for (size_t i = lo + threadIdx.x; i < send; i += blockDim.x) fk_copy<16>(fb_smem + (i - lo), p + i, true);
+    fk_copy_commit();
+    if (early) fk_grid_release();
+    fk_grid_wait();
+    if (!early) fk_grid_release();
+    unsigned acc = 0;
+    for (size_t i = send + threadIdx.x; i < hi; i += (size_t)blockDim.x * UNROLL) {
+        uint4 v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const size_t j = i + (size_t)u * blockDim.x;
+            v[u] = j < hi ? __ldcs(p + j) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) acc += v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    fk_copy_wait<0>();
+    for (size_t i = lo + threadIdx.x; i < send; i += blockDim.x) {
+        const uint4 v = fb_smem[i - lo]; /* this thread's own copies: no barrier needed */
+        acc += v.x ^ v.y ^ v.z ^ v.w;
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
 /* bytes: a multiple of 16; out: blocks * threads words; warm: bytes per block sent to L2 before
  * the wait; pdl: launch with programmatic stream serialisation. Returns a CUDA error code. */
 extern "C" int fb_read_launch(const void *p, size_t bytes, unsigned *out, int blocks, int threads, int unroll,
@@ -53,6 +89,25 @@ extern "C" int fb_read_launch(const void *p, size_t bytes, unsigned *out, int bl
     case 8: return (int)cudaLaunchKernelEx(&cfg, fb_read<8>, q, n, out, w);
     default: return (int)cudaErrorInvalidValue;
     }
+}
+
+/* fb_stage with `stage` bytes of shared memory per block (a multiple of 16), always back to
+ * back. Returns a CUDA error code. */
+extern "C" int fb_stage_launch(const void *p, size_t bytes, unsigned *out, int blocks, int threads, size_t stage,
+                               int early, void *stream) {
+    cudaError_t e = cudaFuncSetAttribute(fb_stage, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)stage);
+    if (e != cudaSuccess) return (int)e;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = stage;
+    cfg.stream = (cudaStream_t)stream;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return (int)cudaLaunchKernelEx(&cfg, fb_stage, (const uint4 *)p, bytes / 16, out, stage / 16, early);
 }
 
 extern "C" int fb_sm_count(void) {

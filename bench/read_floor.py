@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """How fast can any kernel read a weight's bytes, back to back, on this GPU? Times the read-only
-kernel of bench/read_floor.hip over a grid of launch shapes (blocks per multiprocessor, threads,
-loads in flight, L2 warm-up before the wait, with and without programmatic dependent launch)
-for the benchmark's four weight sizes, beside the library's M = 1 and M = 16 products on the
+kernels of bench/read_floor.hip over a grid of launch shapes (blocks per multiprocessor, threads,
+loads in flight, L2 warm-up before the wait, with and without programmatic dependent launch;
+or each block's first bytes copied to shared memory before the wait, the next kernel released
+before or after it) for the benchmark's four weight sizes, beside the library's M = 1 and M = 16 products on the
 same bytes, all in one process and in the same back-to-back graphs as gemm_bench.py (20 calls
 over rotating copies totalling over 200 MB). The best read-only time is the floor: the fraction
 of the HBM peak it reaches (3.35 TB/s on an H100 SXM, 4.8 on an H200; --peak for others) bounds
@@ -24,6 +25,12 @@ import gemm_bench as gb  # noqa: E402
 
 SHAPES = ((3072, 3072), (12288, 3072), (3072, 12288), (8192, 8192))
 PEAKS = {"H100": 3.35, "H200": 4.8}  # TB/s of HBM, by a word of the device's name
+STAGE_SM = 226 << 10  # shared memory per multiprocessor on Hopper, less the runtime's 1 KB per block
+
+
+def stage_share(nbytes, sms, per_sm):
+    """A block's share of the weight, in whole 16-byte words, at per_sm blocks per multiprocessor."""
+    return -(-nbytes // (16 * per_sm * sms)) * 16
 
 
 def main():
@@ -42,32 +49,45 @@ def main():
     vp, ci, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
     fl.fb_read_launch.argtypes = [vp, sz, vp, ci, ci, ci, sz, ci, vp]
     fl.fb_read_launch.restype = ci
+    fl.fb_stage_launch.argtypes = [vp, sz, vp, ci, ci, sz, ci, vp]
+    fl.fb_stage_launch.restype = ci
     sms = fl.fb_sm_count()
     lib = gb.load(args.lib)
     dev = torch.device("cuda")
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     ws = torch.zeros(64 << 20, dtype=torch.uint8, device=dev)
     out = torch.empty(sms * 8 * 1024, dtype=torch.int32, device=dev)
-    configs = [c for c in itertools.product((1, 2, 4, 8), (256, 512, 1024), (2, 4, 8), (0, 1 << 12, 1 << 14, 1 << 16, 1 << 30),
-                                            (0, 1))
-               if c[0] * c[1] <= 2048 and (c[4] or not c[3])]
+    # ("read", blocks/SM, threads, loads in flight, warm-up bytes, dependent launch) and
+    # ("stage", blocks/SM, threads, bytes staged, released early), the latter only where two
+    # blocks' staging fits a multiprocessor (so that the next kernel's may run beside this one's)
+    reads = [("read",) + c for c in itertools.product((1, 2, 4, 8), (256, 512, 1024), (2, 4, 8),
+                                                       (0, 1 << 12, 1 << 14, 1 << 16, 1 << 30), (0, 1))
+             if c[0] * c[1] <= 2048 and (c[4] or not c[3])]
     dump = {}
     print(f"# {name}, {sms} SMs; back to back, µs per call, lowest of {args.rounds} rounds")
-    print(f"| N×K | MB | read floor µs | its % of {peak} TB/s | its launch (blocks/SM, threads, unroll, warm, pdl) "
+    print(f"| N×K | MB | read floor µs | its % of {peak} TB/s | its launch (read: blocks/SM, threads, unroll, warm, pdl; "
+          "stage: blocks/SM, threads, bytes, early) "
           "| ours M = 1 µs | % | ours M = 16 µs | % | floor / ours M = 1 | floor / ours M = 16 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, k in SHAPES:
         nbytes = n * k
         best = {}
+        configs = reads + [("stage", g, t, st, e) for g, t, st, e in itertools.product(
+            (1, 2), (256, 512, 1024), sorted({16 << 10, 32 << 10, 64 << 10, 96 << 10, stage_share(nbytes, sms, 1)}), (0, 1))
+            if g * t <= 1024 and st <= stage_share(nbytes, sms, g) and 2 * g * st <= STAGE_SM]
         probs = {m: gb.Problem(m, n, k, "tensor", 0, dev) for m in (1, 16)}
         copies = gb.rotating_copies(probs[1].packed, 20)
         for _ in range(args.rounds):
             for c in configs:
-                g, t, u, w, pdl = c
 
                 def read(buf, st, c=c):
-                    rc = fl.fb_read_launch(buf.data_ptr(), nbytes, out.data_ptr(), g * sms, t, u, w, pdl,
-                                           ctypes.c_void_p(st.cuda_stream))
+                    s = ctypes.c_void_p(st.cuda_stream)
+                    if c[0] == "read":
+                        _, g, t, u, w, pdl = c
+                        rc = fl.fb_read_launch(buf.data_ptr(), nbytes, out.data_ptr(), g * sms, t, u, w, pdl, s)
+                    else:
+                        _, g, t, stage, early = c
+                        rc = fl.fb_stage_launch(buf.data_ptr(), nbytes, out.data_ptr(), g * sms, t, stage, early, s)
                     if rc:
                         raise RuntimeError(f"fb_read_launch {c}: CUDA error {rc}")
                 us = gb.time_chain(read, copies, 20, flush)
@@ -82,9 +102,11 @@ def main():
               f"| {best[16]:.2f} | {pct(best[16]):.1f} % | {f / best[1]:.2f} | {f / best[16]:.2f} |", flush=True)
         top = sorted(configs, key=lambda c: best[c])[:5]
         print("#   next best: " + "; ".join(f"{c} {best[c]:.2f}" for c in top[1:]))
-        nopdl = [c for c in configs if not c[4]]
+        nopdl = [c for c in configs if c[0] == "read" and not c[5]]
         c0 = min(nopdl, key=lambda c: best[c])
         print(f"#   best without dependent launch: {c0} {best[c0]:.2f}")
+        cs = min((c for c in configs if c[0] == "stage"), key=lambda c: best[c])
+        print(f"#   best staged in shared memory: {cs} {best[cs]:.2f}")
         dump[f"{n}x{k}"] = {str(c): best[c] for c in best}
     if args.dump:
         with open(args.dump, "w") as f:
