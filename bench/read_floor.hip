@@ -1,12 +1,14 @@
 /*
- * The read floor of the M <= 16 matrix product: a kernel that does nothing but read a weight's
- * bytes once (and fold them into one word per thread so that the loads stay), launched the way
- * the library launches its skinny kernels (programmatic stream serialisation, an optional L2
- * warm-up of each block's first bytes before the wait for the previous kernel, or its first bytes
- * copied to shared memory before that wait). Timed back to
- * back by bench/read_floor.py beside the library's product on the same bytes, it says how much
- * of the weight-bandwidth target any kernel can reach at a given size on a given GPU.
- * NVIDIA only (the back-to-back launch is a CUDA attribute); built by `make read-floor`.
+ * The read floor of the M <= 16 matrix product: kernels that do nothing but read a weight's bytes
+ * once (and fold them into one word per thread so that the loads stay), launched the way the
+ * library launches its skinny kernels (programmatic stream serialisation). fb_read reads one
+ * contiguous run per block, with an optional L2 warm-up of its first bytes before the wait for
+ * the previous kernel; fb_stage copies its first bytes to shared memory before that wait;
+ * fb_tiles reads the packed (K/16, N, 16) weight in column tiles, as a product over that layout
+ * must. Timed back to back by bench/read_floor.py beside the library's product on the same
+ * bytes, they say how much of the weight-bandwidth target any kernel can reach at a given size
+ * on a given GPU. NVIDIA only (the back-to-back launch is a CUDA attribute); built by `make
+ * read-floor`.
  */
 #include "../kernels/vendor.h"
 
@@ -68,6 +70,43 @@ __global__ void fb_stage(const uint4 *p, size_t n, unsigned *out, size_t stage, 
     out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
 
+/* The packed weight (K/16, N, 16) read the way a product over it reads it: block (x, y) reads
+ * the columns [x * BN, (x + 1) * BN) over the y-th of `splits` runs of its K/16 rows, each warp
+ * a contiguous part of that run, R rows (R * BN 16-byte pieces over the warp's lanes, PER per
+ * lane) per step and the next step's loads out before the current one is folded, as the skinny
+ * kernels hold one super-step in flight beside the one in use; the first `warm` steps of each
+ * warp are sent to L2 before the wait. */
+template <int PER>
+__global__ void fb_tiles(const uint4 *q, int N, int KB, int BN, int R, int warm, unsigned *out) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int seg = blockIdx.y * nw + warp, nseg = gridDim.y * nw;
+    const int lo = (int)((long long)seg * KB / nseg), hi = (int)((long long)(seg + 1) * KB / nseg);
+    const uint4 *col = q + (size_t)blockIdx.x * BN;
+    for (int r = lo; r < hi && r < lo + warm * R; r++)
+        for (int c = lane * 8; c < BN; c += 256) fk_prefetch_l2(col + (size_t)r * N + c);
+    fk_grid_wait();
+    fk_grid_release();
+    auto load = [&](uint4(&v)[PER], int r0) {
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int piece = lane + 32 * i, r = r0 + piece / BN;
+            v[i] = piece < R * BN && r < hi ? __ldcs(col + (size_t)r * N + piece % BN) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    unsigned acc = 0;
+    uint4 cur[PER], nxt[PER];
+    if (lo < hi) load(cur, lo);
+    for (int r0 = lo; r0 < hi; r0 += R) {
+        if (r0 + R < hi) load(nxt, r0 + R);
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            acc += cur[i].x ^ cur[i].y ^ cur[i].z ^ cur[i].w;
+            cur[i] = nxt[i];
+        }
+    }
+    out[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = acc;
+}
+
 /* bytes: a multiple of 16; out: blocks * threads words; warm: bytes per block sent to L2 before
  * the wait; pdl: launch with programmatic stream serialisation. Returns a CUDA error code. */
 extern "C" int fb_read_launch(const void *p, size_t bytes, unsigned *out, int blocks, int threads, int unroll,
@@ -108,6 +147,38 @@ extern "C" int fb_stage_launch(const void *p, size_t bytes, unsigned *out, int b
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     return (int)cudaLaunchKernelEx(&cfg, fb_stage, (const uint4 *)p, bytes / 16, out, stage / 16, early);
+}
+
+/* fb_tiles over an N x K weight (N % bn == 0, K % 16 == 0) in N / bn x splits blocks of
+ * `warps` warps, back to back; out: one word per thread. Returns a CUDA error code
+ * (cudaErrorLaunchOutOfResources where the block's registers do not fit). */
+extern "C" int fb_tiles_launch(const void *q, int n, int k, int bn, int splits, int warps, int rows, int warm,
+                               unsigned *out, void *stream) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(n / bn, splits);
+    cfg.blockDim = dim3(warps * 32);
+    cfg.stream = (cudaStream_t)stream;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    const uint4 *p = (const uint4 *)q;
+    const int kb = k / 16;
+    cudaError_t e;
+    switch ((rows * bn + 31) / 32) {
+    case 1: e = cudaLaunchKernelEx(&cfg, fb_tiles<1>, p, n, kb, bn, rows, warm, out); break;
+    case 2: e = cudaLaunchKernelEx(&cfg, fb_tiles<2>, p, n, kb, bn, rows, warm, out); break;
+    case 3: e = cudaLaunchKernelEx(&cfg, fb_tiles<3>, p, n, kb, bn, rows, warm, out); break;
+    case 4: e = cudaLaunchKernelEx(&cfg, fb_tiles<4>, p, n, kb, bn, rows, warm, out); break;
+    case 6: e = cudaLaunchKernelEx(&cfg, fb_tiles<6>, p, n, kb, bn, rows, warm, out); break;
+    case 8: e = cudaLaunchKernelEx(&cfg, fb_tiles<8>, p, n, kb, bn, rows, warm, out); break;
+    case 12: e = cudaLaunchKernelEx(&cfg, fb_tiles<12>, p, n, kb, bn, rows, warm, out); break;
+    case 16: e = cudaLaunchKernelEx(&cfg, fb_tiles<16>, p, n, kb, bn, rows, warm, out); break;
+    default: return (int)cudaErrorInvalidValue;
+    }
+    if (e != cudaSuccess) cudaGetLastError(); /* a launch that does not fit is an answer, not an error to keep */
+    return (int)e;
 }
 
 extern "C" int fb_sm_count(void) {

@@ -3,11 +3,13 @@
 kernels of bench/read_floor.hip over a grid of launch shapes (blocks per multiprocessor, threads,
 loads in flight, L2 warm-up before the wait, with and without programmatic dependent launch;
 or each block's first bytes copied to shared memory before the wait, the next kernel released
-before or after it) for the benchmark's four weight sizes, beside the library's M = 1 and M = 16 products on the
-same bytes, all in one process and in the same back-to-back graphs as gemm_bench.py (20 calls
-over rotating copies totalling over 200 MB). The best read-only time is the floor: the fraction
-of the HBM peak it reaches (3.35 TB/s on an H100 SXM, 4.8 on an H200; --peak for others) bounds
-what the M <= 16 target can ask of any kernel at that size.
+before or after it) for the benchmark's four weight sizes, and the packed weight read in column
+tiles as a product over it must (columns per tile, K splits, warps, rows per step), beside the
+library's M = 1 and M = 16 products on the same bytes, all in one process and in the same
+back-to-back graphs as gemm_bench.py (20 calls over rotating copies totalling over 200 MB). The
+best read-only time is the floor: the fraction of the HBM peak it reaches (3.35 TB/s on an H100
+SXM, 4.8 on an H200; --peak for others) bounds what the M <= 16 target can ask of any kernel at
+that size; the column tiles' best says what is left of it to a kernel that reads this layout.
 
     make GPU=cuda read-floor bench-gpu
     python3 bench/read_floor.py --floor BUILD/libread_floor.so --lib BUILD/libfeather_kernels.so [--peak TB/s]
@@ -26,6 +28,20 @@ import gemm_bench as gb  # noqa: E402
 SHAPES = ((3072, 3072), (12288, 3072), (3072, 12288), (8192, 8192))
 PEAKS = {"H100": 3.35, "H200": 4.8}  # TB/s of HBM, by a word of the device's name
 STAGE_SM = 226 << 10  # shared memory per multiprocessor on Hopper, less the runtime's 1 KB per block
+
+
+def column_tiles(fl, n, k, buf, out):
+    """fb_tiles' launches for an n x k weight: ("tiles", columns per tile, K splits, warps, rows per
+    step, warm-up steps), from 100 to 270 blocks, each warp 2 steps or more; those whose
+    registers do not fit are left out (tried once, outside any graph)."""
+    cands = [("tiles", bn, s, w, r, warm)
+             for bn, s, w, r, warm in itertools.product((24, 48, 64, 96, 128, 192, 384), (1, 2, 3, 4, 6, 8, 12, 16),
+                                                      (6, 8, 12, 24), (1, 2, 4, 8), (0, 2))
+             if n % bn == 0 and 100 <= n // bn * s <= 270 and r * bn >= 32 and -(-r * bn // 32) in (1, 2, 3, 4, 6, 8, 12, 16)
+             and k // 16 // (s * w) >= 2 * r]
+    ok = [c for c in cands if fl.fb_tiles_launch(buf.data_ptr(), n, k, *c[1:], out.data_ptr(), None) == 0]
+    torch.cuda.synchronize()
+    return ok
 
 
 def stage_share(nbytes, sms, per_sm):
@@ -51,6 +67,8 @@ def main():
     fl.fb_read_launch.restype = ci
     fl.fb_stage_launch.argtypes = [vp, sz, vp, ci, ci, sz, ci, vp]
     fl.fb_stage_launch.restype = ci
+    fl.fb_tiles_launch.argtypes = [vp, ci, ci, ci, ci, ci, ci, ci, vp, vp]
+    fl.fb_tiles_launch.restype = ci
     sms = fl.fb_sm_count()
     lib = gb.load(args.lib)
     dev = torch.device("cuda")
@@ -64,6 +82,7 @@ def main():
                                                        (0, 1 << 12, 1 << 14, 1 << 16, 1 << 30), (0, 1))
              if c[0] * c[1] <= 2048 and (c[4] or not c[3])]
     dump = {}
+    tiled = []
     print(f"# {name}, {sms} SMs; back to back, µs per call, lowest of {args.rounds} rounds")
     print(f"| N×K | MB | read floor µs | its % of {peak} TB/s | its launch (read: blocks/SM, threads, unroll, warm, pdl; "
           "stage: blocks/SM, threads, bytes, early) "
@@ -77,6 +96,7 @@ def main():
             if g * t <= 1024 and st <= stage_share(nbytes, sms, g) and 2 * g * st <= STAGE_SM]
         probs = {m: gb.Problem(m, n, k, "tensor", 0, dev) for m in (1, 16)}
         copies = gb.rotating_copies(probs[1].packed, 20)
+        configs += column_tiles(fl, n, k, copies[0], out)
         for _ in range(args.rounds):
             for c in configs:
 
@@ -85,22 +105,27 @@ def main():
                     if c[0] == "read":
                         _, g, t, u, w, pdl = c
                         rc = fl.fb_read_launch(buf.data_ptr(), nbytes, out.data_ptr(), g * sms, t, u, w, pdl, s)
+                    elif c[0] == "tiles":
+                        rc = fl.fb_tiles_launch(buf.data_ptr(), n, k, *c[1:], out.data_ptr(), s)
                     else:
                         _, g, t, stage, early = c
                         rc = fl.fb_stage_launch(buf.data_ptr(), nbytes, out.data_ptr(), g * sms, t, stage, early, s)
                     if rc:
-                        raise RuntimeError(f"fb_read_launch {c}: CUDA error {rc}")
+                        raise RuntimeError(f"{c}: CUDA error {rc}")
                 us = gb.time_chain(read, copies, 20, flush)
                 best[c] = min(best.get(c, 1e9), us)
             for m, p in probs.items():
                 us = gb.time_chain(lambda buf, st, p=p: gb.run_ours(lib, p, 0, ws, buf, st), copies, 20, flush)
                 best[m] = min(best.get(m, 1e9), us)
-        cfg = min(configs, key=lambda c: best[c])
+        cfg = min((c for c in configs if c[0] != "tiles"), key=lambda c: best[c])
         f = best[cfg]
+        ct = min((c for c in configs if c[0] == "tiles"), key=lambda c: best[c])
         pct = lambda us: 100 * nbytes / (us * 1e-6) / (peak * 1e12)  # noqa: E731
         print(f"| {n}×{k} | {nbytes / 1e6:.1f} | {f:.2f} | {pct(f):.1f} % | {cfg} | {best[1]:.2f} | {pct(best[1]):.1f} % "
               f"| {best[16]:.2f} | {pct(best[16]):.1f} % | {f / best[1]:.2f} | {f / best[16]:.2f} |", flush=True)
-        top = sorted(configs, key=lambda c: best[c])[:5]
+        tiled.append(f"| {n}×{k} | {f:.2f} ({pct(f):.1f} %) | {best[ct]:.2f} ({pct(best[ct]):.1f} %) | {ct[1:]} "
+                     f"| {best[1]:.2f} ({pct(best[1]):.1f} %) | {best[16]:.2f} ({pct(best[16]):.1f} %) |")
+        top = sorted((c for c in configs if c[0] != "tiles"), key=lambda c: best[c])[:5]
         print("#   next best: " + "; ".join(f"{c} {best[c]:.2f}" for c in top[1:]))
         nopdl = [c for c in configs if c[0] == "read" and not c[5]]
         c0 = min(nopdl, key=lambda c: best[c])
@@ -108,6 +133,11 @@ def main():
         cs = min((c for c in configs if c[0] == "stage"), key=lambda c: best[c])
         print(f"#   best staged in shared memory: {cs} {best[cs]:.2f}")
         dump[f"{n}x{k}"] = {str(c): best[c] for c in best}
+    print("\nThe packed weight read in column tiles (fb_tiles), as a product over it reads it:")
+    print("| N×K | contiguous floor µs (%) | column tiles µs (%) | their columns, K splits, warps, rows per step, "
+          "warm-up steps | ours M = 1 µs (%) | ours M = 16 µs (%) |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(tiled))
     if args.dump:
         with open(args.dump, "w") as f:
             json.dump(dump, f, indent=0)
