@@ -720,10 +720,24 @@ static feather_status write_index(conv *c, const char *output, char **shard_path
  * cache, confined to J cores, block:128 / channel / tensor, GPU against CPU: J = 2 2.2 / 1.7 /
  * 1.03× faster, 4 1.7 / 1.2 / 1.03×, 8 1.01 / 0.95 / 0.82×, 16 0.93 / 0.90 / 0.69×; eight 1 GB
  * files at once through samples/batch-convert.sh on the 16 cores: the CPU 1.2–1.7× faster at
- * every -j). Looking for a GPU costs 0.35–0.55 s a process, so it is not done then. BENCHMARKS.md,
- * "GPU-assisted conversion". */
-feather_device feather_convert_device(feather_device want) {
-    return want == FEATHER_DEVICE_AUTO && feather_cores() >= 8 ? FEATHER_DEVICE_CPU : want;
+ * every -j). Below 2 GB the GPU's start-up (0.3 s a process) is not won back: on 2 and 4 cores a
+ * 32 MB file took 0.03 s on the CPU and 0.32–0.34 s on the GPU, 285 MB 0.16–0.25 against
+ * 0.46–0.53 s, 1.1 GB 0.54–1.09 against 0.88–1.06 s. Looking for a GPU costs that start-up, so
+ * it is not done then. BENCHMARKS.md, "GPU-assisted conversion". */
+#define GPU_MIN_BYTES 2000000000ull
+
+feather_device feather_convert_device(feather_device want, uint64_t bytes) {
+    return want == FEATHER_DEVICE_AUTO && (feather_cores() >= 8 || bytes < GPU_MIN_BYTES) ? FEATHER_DEVICE_CPU : want;
+}
+
+/* The weights the plan quantises: converted and requantised tensors (a repack moves bytes only). */
+static uint64_t quantised_bytes(const feather_plan *plan) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < feather_plan_count(plan); i++) {
+        const feather_plan_entry *e = feather_plan_at(plan, i);
+        if (e->action == FEATHER_CONVERT || e->action == FEATHER_REQUANT) n += e->tensor->nbytes;
+    }
+    return n;
 }
 
 feather_status feather_convert(feather_ctx *ctx, const char *input, const char *output,
@@ -733,12 +747,12 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     memset(res, 0, sizeof *res);
     res->snr_worst_db = INFINITY;
     snprintf(res->output, sizeof res->output, "%s", output);
-    /* The device first: a GPU that is asked for but missing fails before anything is opened
-     * or written. AUTO falls back to the CPU silently (programs say so; see feather-convert). */
+    /* A GPU that is asked for but missing fails before anything is opened or written. AUTO
+     * decides once the plan says how much is quantised (below). */
     conv c = {.ctx = ctx, .o = o, .res = res, .err = err, .dev = FEATHER_DEVICE_CPU};
-    feather_status st = feather_device_select(feather_convert_device(o->device), &c.dev, NULL, NULL, 0, err);
-    if (st) return st;
-    res->used_gpu = c.dev == FEATHER_DEVICE_GPU;
+    feather_status st = FEATHER_OK;
+    if (o->device == FEATHER_DEVICE_GPU && (st = feather_device_select(o->device, &c.dev, NULL, NULL, 0, err)))
+        return st;
     st = feather_open(&c.r, input, 0, err);
     if (st) return st;
     if ((st = feather_plan_new(&c.plan, c.r, o, err))) goto out_reader;
@@ -775,6 +789,17 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
                           output);
         goto out_plan;
     }
+
+    /* AUTO without a usable GPU converts on the CPU and says why in the result (programs print
+     * it: see feather-convert). */
+    if (o->device == FEATHER_DEVICE_AUTO) {
+        int fell_back = 0;
+        st = feather_device_select(feather_convert_device(o->device, quantised_bytes(c.plan)), &c.dev, &fell_back,
+                                   res->gpu_fallback, sizeof res->gpu_fallback, err);
+        if (st) goto out_plan;
+        if (!fell_back) res->gpu_fallback[0] = 0;
+    }
+    res->used_gpu = c.dev == FEATHER_DEVICE_GPU;
 
     unsigned ns = feather_shard_count(c.r);
     feather_writer **w = calloc(ns, sizeof *w);

@@ -141,23 +141,28 @@ TEST(convert_library_roundtrip_and_metadata) {
     feather_ctx_free(ctx);
 }
 
-/* --device auto's rule (feather_convert_device): the CPU from 8 cores on, else the GPU where one
- * is usable; the cores counted are those the process may run on. */
-TEST(convert_device_auto_by_cores) {
-    CHECK(feather_convert_device(FEATHER_DEVICE_CPU) == FEATHER_DEVICE_CPU);
-    CHECK(feather_convert_device(FEATHER_DEVICE_GPU) == FEATHER_DEVICE_GPU);
+/* --device auto's rule (feather_convert_device): the CPU from 8 cores on or below 2 GB of
+ * weights, else the GPU where one is usable; the cores counted are those the process may run on. */
+TEST(convert_device_auto_by_cores_and_size) {
+    const uint64_t big = 2000000000ull, small = big - 1; /* 2 GB of weights to quantise: the GPU may pay */
+    CHECK(feather_convert_device(FEATHER_DEVICE_CPU, big) == FEATHER_DEVICE_CPU);
+    CHECK(feather_convert_device(FEATHER_DEVICE_GPU, big) == FEATHER_DEVICE_GPU);
+    CHECK(feather_convert_device(FEATHER_DEVICE_GPU, 0) == FEATHER_DEVICE_GPU); /* asked for: kept */
     const int all = feather_cores();
     CHECK(all >= 1);
-    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO) == (all >= 8 ? FEATHER_DEVICE_CPU : FEATHER_DEVICE_AUTO));
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, big) == (all >= 8 ? FEATHER_DEVICE_CPU : FEATHER_DEVICE_AUTO));
     REQUIRE(tu_confine_cores(1) == 1);
     CHECK_EQ_U(feather_cores(), 1);
-    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO) == FEATHER_DEVICE_AUTO);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, big) == FEATHER_DEVICE_AUTO);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, 100ull * big) == FEATHER_DEVICE_AUTO);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, small) == FEATHER_DEVICE_CPU);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, 0) == FEATHER_DEVICE_CPU);
     feather_ctx *ctx = feather_ctx_new(0); /* the default pool follows the same count */
     CHECK(ctx && feather_ctx_threads(ctx) == 1);
     feather_ctx_free(ctx);
     if (tu_confine_cores(8) == 8) {
         CHECK_EQ_U(feather_cores(), 8);
-        CHECK(feather_convert_device(FEATHER_DEVICE_AUTO) == FEATHER_DEVICE_CPU);
+        CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, big) == FEATHER_DEVICE_CPU);
     } else {
         printf("    (fewer than 8 cores here: the rule's CPU side is checked where there are 8)\n");
     }

@@ -658,20 +658,46 @@ TEST(gpu_quant_convert_device_gpu_without_gpu_fails_cleanly) {
     struct stat st;
     CHECK(stat(out, &st) != 0);
     CHECK_EQ_U(test_run("ls -A %s | grep -v '^m.safetensors$' | grep -v '^cmd.out$' | wc -l | grep -qx 0", test_tmpdir()), 0);
-    /* auto: converts on the CPU; a notice only when the build has GPU support (on 1 core, since
-     * from 8 on auto takes the CPU without looking for a GPU) */
+    /* auto on 1 core: this small file goes to the CPU without a look for a GPU, so no notice
+     * (from 8 cores on, or below 2 GB of weights, auto does not look) */
     REQUIRE(tu_confine_cores(1) == 1);
-    CHECK_EQ_U(test_run("%s --device auto -o %s %s", bin("feather-convert"), out, in), 0);
+    CHECK_EQ_U(test_run("%s --json --device auto -o %s %s", bin("feather-convert"), out, in), 0);
     tu_confine_cores(0);
-    int notices = 0;
-    for (const char *p = test_cmd_output(); (p = strstr(p, "notice:")); p++) notices++;
-    CHECK_EQ_U(notices, strstr(desc, "without GPU support") ? 0 : 1);
+    CHECK(!strstr(test_cmd_output(), "notice:"));
+    CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"cpu\"");
     /* the recorded command leaves the device out: the same file from either device */
     feather_reader *r;
     REQUIRE(feather_open(&r, out, FEATHER_OPEN_HEADER_ONLY, NULL) == FEATHER_OK);
     const char *cmd = feather_metadata_get(r, 0, "feather.command");
     CHECK(cmd && !strstr(cmd, "--device") && strstr(cmd, "-o "));
     feather_close(r);
+}
+
+/* auto where it looks for a GPU (2 GB of weights on 1 core) in a build with GPU support and no
+ * usable GPU: the CPU converts, with a notice; a small file after it needs no look and adds none.
+ * The input is a sparse file of zeros; its conversion still takes seconds, so this runs only
+ * where the notice can appear. */
+TEST(gpu_quant_convert_auto_notice_without_gpu) {
+    char desc[256];
+    if (feather_gpu_available(desc, sizeof desc) || strstr(desc, "without GPU support")) {
+        printf("    (%s: the notice cannot appear here)\n", desc);
+        return;
+    }
+    char in[600], in2[600], out[600];
+    snprintf(in, sizeof in, "%s", test_path("big.safetensors"));
+    snprintf(in2, sizeof in2, "%s", test_path("small.safetensors"));
+    snprintf(out, sizeof out, "%s", test_path("out/"));
+    REQUIRE(tu_write_sparse_model(in, 32768, 32768) == 0);
+    REQUIRE(test_run("%s -q --family flux --hidden 64 --blocks 1 -o %s", bin("feather-sample"), in2) == 0);
+    REQUIRE(tu_confine_cores(1) == 1);
+    /* (zstd: a gigabyte of zeros written as 34 KB) */
+    CHECK_EQ_U(test_run("%s --json --zstd --scale none --device auto -o %s %s %s", bin("feather-convert"), out, in, in2), 0);
+    tu_confine_cores(0);
+    int notices = 0;
+    for (const char *p = test_cmd_output(); (p = strstr(p, "notice: no usable GPU")); p++) notices++;
+    CHECK_EQ_U(notices, 1);
+    CHECK(!strstr(test_cmd_output(), "\"device\":\t\"gpu\""));
+    test_run("rm -rf %s", out);
 }
 
 /* feather-convert --device `device` with opts of `in`, its output moved to dest afterwards: the
@@ -718,20 +744,25 @@ TEST(gpu_quant_convert_cpu_and_gpu_files_identical) {
     }
 }
 
-/* --device auto (feather_convert_device): the GPU on fewer than 8 cores, the CPU from 8 on, the
- * same bytes either way. The converter runs confined to 2 cores, then to 8 where there are. */
-TEST(gpu_quant_convert_auto_weighs_cores) {
+/* --device auto (feather_convert_device): on 2 cores the GPU for 2 GB of weights (a sparse file of
+ * zeros), with the CPU's bytes, and the CPU for a small file; on 8 cores, where there are, the CPU
+ * for both. */
+TEST(gpu_quant_convert_auto_weighs_cores_and_size) {
     if (!tu_gpu_or_skip("GPU converter tests")) return;
-    char in[600], a[600], b[600];
-    snprintf(in, sizeof in, "%s", test_path("auto.safetensors"));
+    char in[600], small[600], a[600], b[600];
+    snprintf(in, sizeof in, "%s", test_path("big.safetensors"));
+    snprintf(small, sizeof small, "%s", test_path("small.safetensors"));
     snprintf(a, sizeof a, "%s", test_path("auto2.safetensors"));
     snprintf(b, sizeof b, "%s", test_path("cpu2.safetensors"));
-    REQUIRE(test_run("%s -q --family flux --hidden 256 --blocks 1 -o %s", bin("feather-sample"), in) == 0);
+    REQUIRE(tu_write_sparse_model(in, 32768, 32768) == 0);
+    REQUIRE(test_run("%s -q --family flux --hidden 256 --blocks 1 -o %s", bin("feather-sample"), small) == 0);
     REQUIRE(tu_confine_cores(2) >= 1);
     CHECK_EQ_U(convert_on("auto", "--scale block:128", in, a), 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"gpu\"");
     CHECK_EQ_U(convert_on("cpu", "--scale block:128", in, b), 0);
     CHECK(tu_files_equal(a, b));
+    CHECK_EQ_U(convert_on("auto", "--scale block:128", small, b), 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"cpu\"");
     if (tu_confine_cores(8) == 8) {
         CHECK_EQ_U(convert_on("auto", "--scale block:128", in, b), 0);
         CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"cpu\"");
@@ -739,6 +770,9 @@ TEST(gpu_quant_convert_auto_weighs_cores) {
         printf("    (fewer than 8 cores here: auto's CPU side not run)\n");
     }
     tu_confine_cores(0);
+    remove(a);
+    remove(b);
+    remove(in);
 }
 
 /* The real checkpoints (FEATHER_TESTDATA): from each, the GPU writes the bytes the CPU writes,

@@ -3,7 +3,9 @@
 
 #include <math.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 uint64_t tu_rand(uint64_t *s) {
     /* splitmix64: good enough for test data, and the same on every machine */
@@ -122,6 +124,22 @@ int tu_gpu_hopper(int sms) {
     if (!feather_gpu_available(desc, sizeof desc) || !strstr(desc, ", sm_90,") || strstr(desc, "emulated")) return 0;
     snprintf(count, sizeof count, " %d SMs", sms);
     return sms <= 0 || strstr(desc, count) != NULL;
+}
+
+int tu_write_sparse_model(const char *path, uint64_t rows, uint64_t cols) {
+    char hdr[256];
+    const uint64_t bytes = rows * cols * 2;
+    int h = snprintf(hdr, sizeof hdr,
+                     "{\"big.weight\":{\"dtype\":\"BF16\",\"shape\":[%llu,%llu],\"data_offsets\":[0,%llu]}}",
+                     (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)bytes);
+    while (h % 8) hdr[h++] = ' ';
+    uint8_t len[8];
+    for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)h >> (8 * i));
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int bad = fwrite(len, 1, 8, f) != 8 || fwrite(hdr, 1, (size_t)h, f) != (size_t)h;
+    bad |= fflush(f) != 0 || ftruncate(fileno(f), (off_t)(8 + h + bytes)) != 0;
+    return fclose(f) != 0 || bad ? -1 : 0;
 }
 
 int tu_confine_cores(int n) {

@@ -16,6 +16,11 @@ typedef struct tspec {
  * Returns 0 on success. */
 int tu_write_model(const char *path, const tspec *t, size_t n, uint64_t seed, const char *const *meta);
 
+/* Writes a checkpoint of one BF16 tensor "big.weight" of rows x cols, all zeros, as a sparse
+ * file (no disk blocks for the data): inputs of gigabytes for the rules that weigh sizes.
+ * Returns 0 on success. */
+int tu_write_sparse_model(const char *path, uint64_t rows, uint64_t cols);
+
 /* Deterministic pseudo-random helpers. */
 uint64_t tu_rand(uint64_t *state);
 double tu_normal(uint64_t *state);

@@ -67,7 +67,8 @@ typedef struct feather_convert_options {
     size_t ninclude;
     const char *const *exclude;    /* ERE: keep at full precision (wins over include) */
     size_t nexclude;
-    feather_device device;         /* AUTO: see feather_convert_device */
+    feather_device device;         /* AUTO: see feather_convert_device; GPU: fails before
+                                      anything is opened when no GPU is usable */
     int zstd_level;                /* for a ".zst" output; 0 = default */
     int zstd_threads;
     int overwrite;                 /* replace an existing output */
@@ -102,6 +103,8 @@ uint64_t feather_plan_bytes_out(const feather_plan *p);
 typedef struct feather_convert_result {
     int skipped;                   /* output already up to date for this input and options */
     int used_gpu;
+    char gpu_fallback[256];        /* device AUTO looked for a GPU and found none usable: why
+                                      (the CPU converted); else empty */
     char output[4096];             /* path written (the index for sharded outputs) */
     uint64_t tensors_converted, tensors_kept;
     uint64_t bytes_in, bytes_out;
@@ -117,11 +120,13 @@ typedef struct feather_convert_result {
 feather_status feather_default_output(const char *input, const char *dir, feather_fp8 fmt,
                                       int zstd, char *buf, size_t len, feather_error *err);
 
-/* The device feather_convert takes for `want`: AUTO becomes the CPU where this process may run
- * on 8 cores or more (feather_cores: there the CPU converts as fast as the GPU or faster, one
- * conversion or several at once), without looking for a GPU; else it stays AUTO (the GPU when
+/* The device feather_convert takes for `want` when the conversion quantises `bytes` of weights
+ * (F16/BF16/F32 and requantised fp8 tensors): AUTO becomes the CPU where this process may run on
+ * 8 cores or more (feather_cores: there the CPU converts as fast as the GPU or faster, one
+ * conversion or several at once) or where it quantises less than 2 GB (the GPU's start-up, about
+ * 0.3 s, costs more than it saves), without looking for a GPU; else it stays AUTO (the GPU when
  * one is usable). CPU and GPU stay as they are. */
-feather_device feather_convert_device(feather_device want);
+feather_device feather_convert_device(feather_device want, uint64_t bytes);
 
 /* Converts one input (a file, .zst file, index.json or directory) into output. */
 feather_status feather_convert(feather_ctx *ctx, const char *input, const char *output,

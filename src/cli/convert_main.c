@@ -279,22 +279,16 @@ int main(int argc, char **argv) {
     o.command_line = cmd;
     ctx = feather_ctx_new((int)threads);
     if (!ctx) { worst = FEATHER_EXIT_INPUT; goto done; }
-    o.device = feather_convert_device(o.device);
-    if (!plan && o.device != FEATHER_DEVICE_CPU) {
-        /* Once for all inputs: a missing GPU that was asked for is one error, a fallback one
-         * notice (none when this build has no GPU backend: then the CPU is simply the device). */
+    if (!plan && o.device == FEATHER_DEVICE_GPU) {
+        /* Once for all inputs: a missing GPU that was asked for is one error. */
         feather_device got;
-        int fell_back = 0;
-        char why[256] = "";
         feather_error err = {0};
-        if (feather_device_select(o.device, &got, &fell_back, why, sizeof why, &err)) {
+        if (feather_device_select(o.device, &got, NULL, NULL, 0, &err)) {
             worst = cli_fail(&err);
             goto done;
         }
-        if (fell_back && !quiet && !strstr(why, "without GPU support"))
-            cli_error("notice: no usable GPU (%s); quantising on the CPU", why);
-        o.device = got;
     }
+    int noticed = 0; /* auto's fallback: one notice for all inputs */
     jroot = cJSON_CreateObject();
     cJSON *jfiles = cJSON_CreateArray();
 
@@ -328,6 +322,9 @@ int main(int argc, char **argv) {
         o.progress_arg = &ps;
         if (!s) s = feather_convert(ctx, inputs[n], outbuf, &o, &res, &err);
         if (ps.tty) fprintf(stderr, "\r\033[K");
+        /* none when this build has no GPU backend: then the CPU is simply the device */
+        if (!s && res.gpu_fallback[0] && !noticed++ && !quiet && !strstr(res.gpu_fallback, "without GPU support"))
+            cli_error("notice: no usable GPU (%s); quantising on the CPU", res.gpu_fallback);
         rc = feather_exit_code(s);
         if (s) {
             err.code = s;
