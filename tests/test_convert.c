@@ -459,6 +459,18 @@ TEST(convert_sharded_and_zst_inputs_and_outputs) {
     feather_ctx_free(ctx);
 }
 
+/* A model whose converted weights are all exact in fp8 (all zeros here, as a fresh LoRA's
+ * up-projections are): the summary says so instead of averaging no SNR at all. */
+TEST(convert_cli_summary_of_exact_weights) {
+    REQUIRE(tu_write_sparse_model(test_path("z.safetensors"), 256, 256) == 0);
+    CHECK_EQ_U(test_run("cd %s && %s/feather-convert --force z.safetensors", test_tmpdir(), test_bindir()), 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "1 tensors converted, 0 kept");
+    CHECK_STR_CONTAINS(test_cmd_output(), "weights exact (no rounding error)");
+    CHECK(!strstr(test_cmd_output(), "nan") && !strstr(test_cmd_output(), "inf"));
+    CHECK_EQ_U(test_run("cd %s && %s/feather-convert --force --json z.safetensors", test_tmpdir(), test_bindir()), 0);
+    CHECK(!strstr(test_cmd_output(), "snr_mean_db") && !strstr(test_cmd_output(), "snr_worst_db"));
+}
+
 /* On a terminal one line is rewritten in place (bytes, MB/s, ETA, tensor); elsewhere nothing
  * but the summary is printed, and -q prints nothing at all. */
 TEST(convert_cli_progress_only_on_a_terminal) {

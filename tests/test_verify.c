@@ -251,6 +251,52 @@ TEST(verify_cli_truncated_file_thresholds_and_reports) {
     CHECK(strchr(test_cmd_output(), '\n') == test_cmd_output() + strlen(test_cmd_output()) - 1);
 }
 
+/* A report is never written over a checkpoint or an input: `--json model.safetensors` (as if
+ * --json were feather-convert's flag) is a usage error and leaves the model as it was. Reports
+ * replace earlier ones whole, with nothing left beside them; exact weights are called exact. */
+TEST(verify_cli_reports_spare_checkpoints_and_inputs) {
+    char orig[1024], conv[1024], copy[1024], dir[1024];
+    snprintf(orig, sizeof orig, "%s", test_path("o.safetensors"));
+    snprintf(conv, sizeof conv, "%s", test_path("c.safetensors"));
+    snprintf(copy, sizeof copy, "%s", test_path("c.copy"));
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_CHANNEL, 0) == 0);
+    REQUIRE(test_run("cp %s %s", conv, copy) == 0);
+    const char *bin = test_bindir();
+    CHECK_EQ_U(test_run("%s/feather-verify --json %s %s", bin, conv, orig), 64);
+    CHECK_STR_CONTAINS(test_cmd_output(), "a checkpoint's name, not a report's");
+    CHECK_EQ_U(test_run("%s/feather-verify --reference %s --csv %s.zst %s", bin, orig, conv, conv), 64);
+    CHECK(tu_files_equal(conv, copy));
+    /* an input under another name: the reference, or the converted file through a link */
+    CHECK_EQ_U(test_run("cd %s && ln -sf c.safetensors link.json && %s/feather-verify --json link.json c.safetensors", dir,
+                        bin),
+               64);
+    CHECK_STR_CONTAINS(test_cmd_output(), "that is an input of this run");
+    CHECK_EQ_U(test_run("cp %s %s/ref.bin && %s/feather-verify --reference %s/ref.bin --html %s/ref.bin %s", orig, dir, bin,
+                        dir, dir, conv),
+               64);
+    CHECK(tu_files_equal(conv, copy));
+    /* a second report replaces the first whole; no temporary file stays */
+    CHECK_EQ_U(test_run("echo old > %s/r.json && %s/feather-verify -q --reference %s --json %s/r.json %s", dir, bin, orig,
+                        dir, conv),
+               0);
+    char p[1100];
+    snprintf(p, sizeof p, "%s/r.json", dir);
+    size_t len;
+    char *js = (char *)tu_read_file(p, &len);
+    REQUIRE(js);
+    CHECK(js[0] == '{' && strstr(js, "\"tensors\""));
+    free(js);
+    CHECK_EQ_U(test_run("ls -A %s | grep -c tmp- | grep -qx 0", dir), 0);
+    /* all zeros: both programs call the weights exact instead of averaging infinities */
+    REQUIRE(tu_write_sparse_model(test_path("z.safetensors"), 256, 256) == 0);
+    CHECK_EQ_U(test_run("cd %s && %s/feather-convert -q --force -o zc.safetensors z.safetensors && %s/feather-verify "
+                        "--device cpu --reference z.safetensors zc.safetensors",
+                        dir, bin, bin),
+               0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "1 measured (matmul on cpu): exact (no error)");
+}
+
 /* The HTML report renders in a real browser: headless Chromium takes a screenshot of it. */
 TEST(verify_html_report_renders_in_chromium) {
     const char *browser = access("/usr/bin/chromium", X_OK) == 0 ? "/usr/bin/chromium" : NULL;

@@ -334,15 +334,19 @@ int main(int argc, char **argv) {
             char a[32], b[32];
             human(res.bytes_in, a, sizeof a);
             human(res.bytes_out, b, sizeof b);
+            /* every converted tensor exact (zeros, or values fp8 holds): no SNR to average */
+            char snr[400];
+            if (res.snr_worst_db == INFINITY)
+                snprintf(snr, sizeof snr, "weights exact (no rounding error)");
+            else
+                snprintf(snr, sizeof snr, "weight SNR mean %.2f dB, worst %.2f dB (%.256s)", res.snr_mean_db,
+                         res.snr_worst_db, res.worst_tensor);
             if (res.skipped)
                 fprintf(stderr, "%s: up to date (%s), skipped\n", inputs[n], outbuf);
             else
-                fprintf(stderr,
-                        "%s -> %s: %llu tensors converted, %llu kept; %s -> %s; weight SNR mean %.2f dB, "
-                        "worst %.2f dB (%s); %.1f s\n",
-                        inputs[n], outbuf, (unsigned long long)res.tensors_converted,
-                        (unsigned long long)res.tensors_kept, a, b, res.snr_mean_db, res.snr_worst_db,
-                        res.worst_tensor, res.seconds);
+                fprintf(stderr, "%s -> %s: %llu tensors converted, %llu kept; %s -> %s; %s; %.1f s\n", inputs[n], outbuf,
+                        (unsigned long long)res.tensors_converted, (unsigned long long)res.tensors_kept, a, b, snr,
+                        res.seconds);
         }
         if (json) {
             cJSON *f = cJSON_CreateObject();

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +59,29 @@ static int parse_double(const char *s, double *out) {
     if (!s || !*s) return -1;
     *out = strtod(s, &end);
     return *end || !isfinite(*out) ? -1 : 0;
+}
+
+static int same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* A report is written over `path`: not over a checkpoint (`--json model.safetensors`, as if
+ * --json were feather-convert's flag, would replace the model with its report) nor over one of
+ * this run's inputs. Returns -1 when path is fine, else the exit status. */
+static int report_path_ok(const char *opt, const char *path, const options *o) {
+    if (!path || !strcmp(path, "-")) return -1;
+    static const char *const ckpt[] = {".safetensors", ".safetensors.zst", ".safetensors.index.json"};
+    for (size_t i = 0; i < sizeof ckpt / sizeof ckpt[0]; i++) {
+        const size_t n = strlen(path), m = strlen(ckpt[i]);
+        if (n >= m && !strcmp(path + n - m, ckpt[i]))
+            return cli_usage_error("%s %s: a checkpoint's name, not a report's (%s - writes to standard output)", opt, path,
+                                   opt);
+    }
+    int input = same_file(path, o->v.reference) || same_file(path, o->v.activations);
+    for (int i = 0; i < o->nfiles; i++) input |= same_file(path, o->files[i]);
+    if (input) return cli_usage_error("%s %s: that is an input of this run", opt, path);
+    return -1;
 }
 
 /* Returns -1 to go on, or the exit status when the program is done (help, version, error). */
@@ -124,6 +148,11 @@ static int parse_args(int argc, char **argv, options *o) {
     int reports = (o->json != NULL) + (o->csv != NULL) + (o->html != NULL);
     if (reports && o->nfiles > 1 && !o->info)
         return cli_usage_error("--json, --csv and --html describe one file: verify one CONVERTED at a time");
+    const char *const opt[3] = {"--json", "--csv", "--html"}, *const path[3] = {o->json, o->csv, o->html};
+    for (int r = 0; r < 3; r++) {
+        int rc = report_path_ok(opt[r], path[r], o);
+        if (rc >= 0) return rc;
+    }
     return -1;
 }
 
@@ -250,11 +279,25 @@ static void human(uint64_t b, char *buf, size_t len) {
     else snprintf(buf, len, "%.1f kB", b / 1e3);
 }
 
+/* Writes a report whole or not at all: into a temporary file beside path, renamed over it once
+ * written (an interrupted or failed write leaves any earlier report as it was). */
 static int write_text(const char *path, char *text) {
     if (!text) { cli_error("out of memory"); return FEATHER_EXIT_INPUT; }
-    FILE *f = !strcmp(path, "-") ? stdout : fopen(path, "w");
-    int bad = !f || fputs(text, f) < 0 || (f != stdout && fclose(f) != 0);
-    if (f == stdout) fflush(stdout);
+    int bad;
+    if (!strcmp(path, "-")) {
+        bad = fputs(text, stdout) < 0 || fflush(stdout) != 0;
+    } else {
+        char tmp[4200];
+        int fd = snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) < (int)sizeof tmp ? mkstemp(tmp) : -1;
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!f && fd >= 0) close(fd);
+        bad = !f || fputs(text, f) < 0;
+        bad |= f && fclose(f) != 0;
+        const mode_t mask = umask(0); /* the mode a plain fopen would have given it */
+        umask(mask);
+        bad = bad || chmod(tmp, 0666 & ~mask) != 0 || rename(tmp, path) != 0;
+        if (bad && fd >= 0) unlink(tmp);
+    }
     free(text);
     if (bad) { cli_error("%s: cannot write the report", path); return FEATHER_EXIT_INPUT; }
     return 0;
@@ -303,8 +346,12 @@ static void print_report(const feather_verify_report *r, const options *o) {
     if (r->measured) {
         human(r->bytes_reference, a, sizeof a);
         human(r->bytes_converted, b, sizeof b);
-        printf("; %zu measured (matmul on %s): SNR mean %.2f dB, median %.2f dB, worst %.2f dB; %s -> %s (%.1f%% saved)",
-               r->measured, r->device, r->snr_mean_db, r->snr_median_db, r->snr_worst_db, a, b,
+        printf("; %zu measured (matmul on %s): ", r->measured, r->device);
+        if (r->snr_worst_db == INFINITY) /* every measured tensor exact: no SNR to average */
+            printf("exact (no error)");
+        else
+            printf("SNR mean %.2f dB, median %.2f dB, worst %.2f dB", r->snr_mean_db, r->snr_median_db, r->snr_worst_db);
+        printf("; %s -> %s (%.1f%% saved)", a, b,
                r->bytes_reference ? 100.0 * (1.0 - (double)r->bytes_converted / (double)r->bytes_reference) : 0.0);
     }
     printf("; %.1f s\n", r->seconds);
