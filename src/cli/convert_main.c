@@ -344,9 +344,10 @@ int main(int argc, char **argv) {
             if (res.skipped)
                 fprintf(stderr, "%s: up to date (%s), skipped\n", inputs[n], outbuf);
             else
-                fprintf(stderr, "%s -> %s: %llu tensors converted, %llu kept; %s -> %s; %s; %.1f s\n", inputs[n], outbuf,
-                        (unsigned long long)res.tensors_converted, (unsigned long long)res.tensors_kept, a, b, snr,
-                        res.seconds);
+                fprintf(stderr, "%s -> %s: %llu tensor%s converted, %llu kept; %s -> %s; %s; %.1f s on the %s\n", inputs[n],
+                        outbuf, (unsigned long long)res.tensors_converted, res.tensors_converted == 1 ? "" : "s",
+                        (unsigned long long)res.tensors_kept, a, b, snr,
+                        res.seconds, res.used_gpu ? "GPU" : "CPU");
         }
         if (json) {
             cJSON *f = cJSON_CreateObject();

@@ -340,7 +340,7 @@ static void print_report(const feather_verify_report *r, const options *o) {
     free(v);
     char a[32], b[32];
     int ok = !r->problems && !r->threshold_failures;
-    printf("%s: %s: %zu tensors", r->path, ok ? "OK" : "FAILED", r->count);
+    printf("%s: %s: %zu tensor%s", r->path, ok ? "OK" : "FAILED", r->count, r->count == 1 ? "" : "s");
     if (r->problems) printf(", %zu with problems", r->problems);
     if (r->threshold_failures) printf(", %zu under the thresholds", r->threshold_failures);
     if (r->measured) {
