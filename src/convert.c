@@ -720,14 +720,20 @@ static feather_status write_index(conv *c, const char *output, char **shard_path
  * cache, confined to J cores, block:128 / channel / tensor, GPU against CPU: J = 2 2.2 / 1.7 /
  * 1.03× faster, 4 1.7 / 1.2 / 1.03×, 8 1.01 / 0.95 / 0.82×, 16 0.93 / 0.90 / 0.69×; eight 1 GB
  * files at once through samples/batch-convert.sh on the 16 cores: the CPU 1.2–1.7× faster at
- * every -j). Below 2 GB the GPU's start-up (0.3 s a process) is not won back: on 2 and 4 cores a
- * 32 MB file took 0.03 s on the CPU and 0.32–0.34 s on the GPU, 285 MB 0.16–0.25 against
- * 0.46–0.53 s, 1.1 GB 0.54–1.09 against 0.88–1.06 s. Looking for a GPU costs that start-up, so
- * it is not done then. BENCHMARKS.md, "GPU-assisted conversion". */
-#define GPU_MIN_BYTES 2000000000ull
+ * every -j). Below 8, the GPU's start-up (0.3 s a process) is won back from about half a
+ * gigabyte per core with channel and block scales (block:128, CPU / GPU seconds: 1.1 GB on 2
+ * cores 1.09 / 1.06, on 4 0.89 / 0.88; 2.1 GB on 1 core 4.39 / 2.38, on 4 1.64 / 1.46; 32 MB
+ * 0.03 / 0.32 on either), never by much with a whole-tensor scale (1.1 GB on 4 cores 0.54 / 1.03
+ * s, 3.1 GB on 1 core 3.09 / 2.75). Looking for a GPU costs that start-up, so it is not done
+ * where the CPU is taken. BENCHMARKS.md, "GPU-assisted conversion". */
+#define GPU_MIN_BYTES_PER_CORE 500000000ull
 
-feather_device feather_convert_device(feather_device want, uint64_t bytes) {
-    return want == FEATHER_DEVICE_AUTO && (feather_cores() >= 8 || bytes < GPU_MIN_BYTES) ? FEATHER_DEVICE_CPU : want;
+feather_device feather_convert_device(feather_device want, feather_scale_mode mode, uint64_t bytes) {
+    if (want != FEATHER_DEVICE_AUTO) return want;
+    const int cores = feather_cores();
+    const int searched = mode == FEATHER_SCALE_CHANNEL || mode == FEATHER_SCALE_BLOCK;
+    return cores < 8 && searched && bytes >= (uint64_t)cores * GPU_MIN_BYTES_PER_CORE ? FEATHER_DEVICE_AUTO
+                                                                                        : FEATHER_DEVICE_CPU;
 }
 
 /* The weights the plan quantises: converted and requantised tensors (a repack moves bytes only). */
@@ -794,7 +800,7 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
      * it: see feather-convert). */
     if (o->device == FEATHER_DEVICE_AUTO) {
         int fell_back = 0;
-        st = feather_device_select(feather_convert_device(o->device, quantised_bytes(c.plan)), &c.dev, &fell_back,
+        st = feather_device_select(feather_convert_device(o->device, o->quant.mode, quantised_bytes(c.plan)), &c.dev, &fell_back,
                                    res->gpu_fallback, sizeof res->gpu_fallback, err);
         if (st) goto out_plan;
         if (!fell_back) res->gpu_fallback[0] = 0;

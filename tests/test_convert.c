@@ -141,28 +141,36 @@ TEST(convert_library_roundtrip_and_metadata) {
     feather_ctx_free(ctx);
 }
 
-/* --device auto's rule (feather_convert_device): the CPU from 8 cores on or below 2 GB of
- * weights, else the GPU where one is usable; the cores counted are those the process may run on. */
-TEST(convert_device_auto_by_cores_and_size) {
-    const uint64_t big = 2000000000ull, small = big - 1; /* 2 GB of weights to quantise: the GPU may pay */
-    CHECK(feather_convert_device(FEATHER_DEVICE_CPU, big) == FEATHER_DEVICE_CPU);
-    CHECK(feather_convert_device(FEATHER_DEVICE_GPU, big) == FEATHER_DEVICE_GPU);
-    CHECK(feather_convert_device(FEATHER_DEVICE_GPU, 0) == FEATHER_DEVICE_GPU); /* asked for: kept */
+/* --device auto's rule (feather_convert_device): the GPU where one is usable only below 8 cores,
+ * with channel or block scales, from half a gigabyte of weights per core; the cores counted are
+ * those the process may run on. */
+TEST(convert_device_auto_by_cores_mode_and_size) {
+    const feather_scale_mode B = FEATHER_SCALE_BLOCK, C = FEATHER_SCALE_CHANNEL;
+    const uint64_t half = 500000000ull, huge = 1ull << 50;
+    CHECK(feather_convert_device(FEATHER_DEVICE_CPU, B, huge) == FEATHER_DEVICE_CPU);
+    CHECK(feather_convert_device(FEATHER_DEVICE_GPU, B, huge) == FEATHER_DEVICE_GPU);
+    CHECK(feather_convert_device(FEATHER_DEVICE_GPU, FEATHER_SCALE_TENSOR, 0) == FEATHER_DEVICE_GPU); /* asked for */
     const int all = feather_cores();
     CHECK(all >= 1);
-    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, big) == (all >= 8 ? FEATHER_DEVICE_CPU : FEATHER_DEVICE_AUTO));
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, B, huge) == (all >= 8 ? FEATHER_DEVICE_CPU : FEATHER_DEVICE_AUTO));
     REQUIRE(tu_confine_cores(1) == 1);
     CHECK_EQ_U(feather_cores(), 1);
-    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, big) == FEATHER_DEVICE_AUTO);
-    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, 100ull * big) == FEATHER_DEVICE_AUTO);
-    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, small) == FEATHER_DEVICE_CPU);
-    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, 0) == FEATHER_DEVICE_CPU);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, B, half) == FEATHER_DEVICE_AUTO);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, C, huge) == FEATHER_DEVICE_AUTO);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, B, half - 1) == FEATHER_DEVICE_CPU);
+    CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, C, 0) == FEATHER_DEVICE_CPU);
+    static const feather_scale_mode whole[] = {FEATHER_SCALE_NONE, FEATHER_SCALE_ABSMAX, FEATHER_SCALE_TENSOR};
+    for (int i = 0; i < 3; i++) CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, whole[i], huge) == FEATHER_DEVICE_CPU);
     feather_ctx *ctx = feather_ctx_new(0); /* the default pool follows the same count */
     CHECK(ctx && feather_ctx_threads(ctx) == 1);
     feather_ctx_free(ctx);
+    if (tu_confine_cores(2) == 2) { /* the size scales with the cores */
+        CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, B, 2 * half) == FEATHER_DEVICE_AUTO);
+        CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, B, 2 * half - 1) == FEATHER_DEVICE_CPU);
+    }
     if (tu_confine_cores(8) == 8) {
         CHECK_EQ_U(feather_cores(), 8);
-        CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, big) == FEATHER_DEVICE_CPU);
+        CHECK(feather_convert_device(FEATHER_DEVICE_AUTO, B, huge) == FEATHER_DEVICE_CPU);
     } else {
         printf("    (fewer than 8 cores here: the rule's CPU side is checked where there are 8)\n");
     }

@@ -659,7 +659,7 @@ TEST(gpu_quant_convert_device_gpu_without_gpu_fails_cleanly) {
     CHECK(stat(out, &st) != 0);
     CHECK_EQ_U(test_run("ls -A %s | grep -v '^m.safetensors$' | grep -v '^cmd.out$' | wc -l | grep -qx 0", test_tmpdir()), 0);
     /* auto on 1 core: this small file goes to the CPU without a look for a GPU, so no notice
-     * (from 8 cores on, or below 2 GB of weights, auto does not look) */
+     * (auto looks only below 8 cores, with channel or block scales, from half a GB a core) */
     REQUIRE(tu_confine_cores(1) == 1);
     CHECK_EQ_U(test_run("%s --json --device auto -o %s %s", bin("feather-convert"), out, in), 0);
     tu_confine_cores(0);
@@ -673,10 +673,10 @@ TEST(gpu_quant_convert_device_gpu_without_gpu_fails_cleanly) {
     feather_close(r);
 }
 
-/* auto where it looks for a GPU (2 GB of weights on 1 core) in a build with GPU support and no
- * usable GPU: the CPU converts, with a notice; a small file after it needs no look and adds none.
- * The input is a sparse file of zeros; its conversion still takes seconds, so this runs only
- * where the notice can appear. */
+/* auto where it looks for a GPU (half a gigabyte of weights, channel scales, on 1 core) in a
+ * build with GPU support and no usable GPU: the CPU converts, with a notice; a small file after it
+ * needs no look and adds none. The input is a sparse file of zeros; its conversion still takes a
+ * few seconds, so this runs only where the notice can appear. */
 TEST(gpu_quant_convert_auto_notice_without_gpu) {
     char desc[256];
     if (feather_gpu_available(desc, sizeof desc) || strstr(desc, "without GPU support")) {
@@ -689,11 +689,12 @@ TEST(gpu_quant_convert_auto_notice_without_gpu) {
     snprintf(in, sizeof in, "%s", test_path("big.safetensors"));
     snprintf(in2, sizeof in2, "%s", test_path("small.safetensors"));
     snprintf(out, sizeof out, "%s", test_path("out/"));
-    REQUIRE(tu_write_sparse_model(in, 32768, 32768) == 0);
+    REQUIRE(tu_write_sparse_model(in, 16384, 16384) == 0); /* 537 MB */
     REQUIRE(test_run("%s -q --family flux --hidden 64 --blocks 1 -o %s", bin("feather-sample"), in2) == 0);
     REQUIRE(tu_confine_cores(1) == 1);
-    /* (zstd: a gigabyte of zeros written as 34 KB) */
-    CHECK_EQ_U(test_run("%s --json --zstd --scale none --device auto -o %s %s %s", bin("feather-convert"), out, in, in2), 0);
+    /* (zstd: the zeros written as a few KB) */
+    CHECK_EQ_U(test_run("%s --json --zstd --scale channel --device auto -o %s %s %s", bin("feather-convert"), out, in, in2),
+               0);
     tu_confine_cores(0);
     int notices = 0;
     for (const char *p = test_cmd_output(); (p = strstr(p, "notice: no usable GPU")); p++) notices++;
@@ -747,9 +748,9 @@ TEST(gpu_quant_convert_cpu_and_gpu_files_identical) {
 }
 
 /* --device auto (feather_convert_device): on 2 cores the GPU for 2 GB of weights (a sparse file of
- * zeros), with the CPU's bytes, and the CPU for a small file; on 8 cores, where there are, the CPU
- * for both. */
-TEST(gpu_quant_convert_auto_weighs_cores_and_size) {
+ * zeros) with block scales, with the CPU's bytes, and the CPU for a small file or a tensor scale;
+ * on 8 cores, where there are, the CPU. */
+TEST(gpu_quant_convert_auto_weighs_cores_mode_and_size) {
     if (!tu_gpu_or_skip("GPU converter tests")) return;
     char in[600], small[600], a[600], b[600];
     snprintf(in, sizeof in, "%s", test_path("big.safetensors"));
@@ -763,6 +764,8 @@ TEST(gpu_quant_convert_auto_weighs_cores_and_size) {
     CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"gpu\"");
     CHECK_EQ_U(convert_on("cpu", "--scale block:128", in, b), 0);
     CHECK(tu_files_equal(a, b));
+    CHECK_EQ_U(convert_on("auto", "--scale tensor", in, b), 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"cpu\"");
     CHECK_EQ_U(convert_on("auto", "--scale block:128", small, b), 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "\"device\":\t\"cpu\"");
     if (tu_confine_cores(8) == 8) {

@@ -121,12 +121,14 @@ feather_status feather_default_output(const char *input, const char *dir, feathe
                                       int zstd, char *buf, size_t len, feather_error *err);
 
 /* The device feather_convert takes for `want` when the conversion quantises `bytes` of weights
- * (F16/BF16/F32 and requantised fp8 tensors): AUTO becomes the CPU where this process may run on
- * 8 cores or more (feather_cores: there the CPU converts as fast as the GPU or faster, one
- * conversion or several at once) or where it quantises less than 2 GB (the GPU's start-up, about
- * 0.3 s, costs more than it saves), without looking for a GPU; else it stays AUTO (the GPU when
- * one is usable). CPU and GPU stay as they are. */
-feather_device feather_convert_device(feather_device want, uint64_t bytes);
+ * (F16/BF16/F32 and requantised fp8 tensors) with scales of `mode`: AUTO stays AUTO (the GPU when
+ * one is usable) only where this process may run on fewer than 8 cores (feather_cores), the
+ * scales are per channel or per block, and there is at least half a gigabyte to quantise per
+ * core; else it becomes the CPU, without looking for a GPU. There the CPU converts as fast as
+ * the GPU or faster: from 8 cores on; below that size, where the GPU's start-up (about 0.3 s)
+ * is not won back; with whole-tensor scales (none, absmax, tensor), which the GPU finds in two
+ * passes. CPU and GPU stay as they are. */
+feather_device feather_convert_device(feather_device want, feather_scale_mode mode, uint64_t bytes);
 
 /* Converts one input (a file, .zst file, index.json or directory) into output. */
 feather_status feather_convert(feather_ctx *ctx, const char *input, const char *output,
