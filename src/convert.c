@@ -762,6 +762,7 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     st = feather_open(&c.r, input, 0, err);
     if (st) return st;
     if ((st = feather_plan_new(&c.plan, c.r, o, err))) goto out_reader;
+    if ((st = feather_plan_check(c.plan, err))) goto out_plan;
     options_string(o, feather_plan_preset(c.plan), c.options, sizeof c.options);
     for (size_t i = 0; i < feather_plan_count(c.plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c.plan, i);

@@ -79,9 +79,10 @@ const char *feather_layout_name(feather_layout l) { return l == FEATHER_LAYOUT_C
 
 struct feather_plan {
     feather_plan_entry *e;
-    size_t n;
+    size_t n, selected; /* entries; those converted, repacked or requantised */
     const char *preset;
     uint64_t bytes_in, bytes_out;
+    char path[4096]; /* the input, for feather_plan_check's message */
 };
 
 static feather_status compile_re(regex_t *re, const char *pat, const char *what, feather_error *err) {
@@ -318,13 +319,8 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
             e->bytes_out = 0;
         }
     }
-    if (!selected) {
-        st = feather_fail(err, FEATHER_E_INVALID,
-                          "%s: nothing to convert: none of its %zu tensors is a 2-D linear weight "
-                          "of a shape the kernel takes outside the kept layers (see --plan)",
-                          feather_reader_path(r), p->n);
-        goto done;
-    }
+    p->selected = selected;
+    snprintf(p->path, sizeof p->path, "%s", feather_reader_path(r));
     for (size_t i = 0; i < p->n; i++) {
         p->bytes_in += p->e[i].bytes_in;
         p->bytes_out += p->e[i].bytes_out;
@@ -352,5 +348,13 @@ void feather_plan_free(feather_plan *p) {
 size_t feather_plan_count(const feather_plan *p) { return p->n; }
 const feather_plan_entry *feather_plan_at(const feather_plan *p, size_t i) { return i < p->n ? &p->e[i] : NULL; }
 const char *feather_plan_preset(const feather_plan *p) { return p->preset; }
+feather_status feather_plan_check(const feather_plan *p, feather_error *err) {
+    if (p->selected) return FEATHER_OK;
+    return feather_fail(err, FEATHER_E_INVALID,
+                        "%s: nothing to convert: none of its %zu tensors is a 2-D linear weight of a shape the kernel "
+                        "takes outside the kept layers (see --plan)",
+                        p->path, p->n);
+}
+
 uint64_t feather_plan_bytes_in(const feather_plan *p) { return p->bytes_in; }
 uint64_t feather_plan_bytes_out(const feather_plan *p) { return p->bytes_out; }

@@ -311,6 +311,12 @@ TEST(convert_cli_bad_inputs_get_one_line_and_status) {
     REQUIRE(tu_write_model(none, t, 1, 1, NULL) == 0);
     CHECK_EQ_U(test_run("%s -q %s", bin("feather-convert"), none), 2);
     CHECK_STR_CONTAINS(test_cmd_output(), "nothing to convert");
+    /* which --plan then shows, tensor by tensor, before the same refusal */
+    CHECK_EQ_U(test_run("%s --plan %s", bin("feather-convert"), none), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "a.bias  (not a weight");
+    CHECK_STR_CONTAINS(test_cmd_output(), "nothing to convert");
+    CHECK_EQ_U(test_run("%s --plan --json %s", bin("feather-convert"), none), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "\"error\":");
     /* output exists */
     const char *out = test_path("exists.safetensors");
     f = fopen(out, "wb");

@@ -115,9 +115,14 @@ TEST(select_errors_are_one_line) {
     feather_plan *p;
     feather_convert_options o;
     feather_convert_defaults(&o);
-    CHECK(feather_plan_new(&p, r, &o, &err) == FEATHER_E_INVALID);
+    /* nothing to convert: the plan is made (to be shown), then refused */
+    REQUIRE(feather_plan_new(&p, r, &o, &err) == FEATHER_OK);
+    CHECK_EQ_U(feather_plan_count(p), 2);
+    CHECK(feather_plan_at(p, 0)->action == FEATHER_KEEP && feather_plan_at(p, 0)->reason[0]);
+    CHECK(feather_plan_check(p, &err) == FEATHER_E_INVALID);
     CHECK_STR_CONTAINS(err.message, "nothing to convert");
     CHECK_STR_CONTAINS(err.message, "m.safetensors");
+    feather_plan_free(p);
     o.preset = "nosuch";
     CHECK(feather_plan_new(&p, r, &o, &err) == FEATHER_E_ARG);
     CHECK_STR_CONTAINS(err.message, "unknown preset 'nosuch'");

@@ -85,10 +85,14 @@ void feather_convert_defaults(feather_convert_options *o);
 
 typedef struct feather_plan feather_plan;
 
-/* Builds the plan for an opened input. Fails on an unknown preset, an invalid regex, an
- * invalid option combination, or when nothing would be converted. */
+/* Builds the plan for an opened input: every tensor's action and the reason for it. Fails on
+ * an unknown preset, an invalid regex or an invalid option combination; a plan that converts
+ * nothing is made (so that it can be shown), and feather_plan_check refuses it. */
 feather_status feather_plan_new(feather_plan **out, feather_reader *r,
                                 const feather_convert_options *o, feather_error *err);
+/* FEATHER_E_INVALID, with one line naming the input, when the plan converts, repacks or
+ * requantises no tensor (feather_convert refuses such an input); else FEATHER_OK. */
+feather_status feather_plan_check(const feather_plan *p, feather_error *err);
 void feather_plan_free(feather_plan *p);
 size_t feather_plan_count(const feather_plan *p);
 const feather_plan_entry *feather_plan_at(const feather_plan *p, size_t i);

@@ -132,9 +132,16 @@ static int print_plan(feather_ctx *ctx, const char *input, const feather_convert
     } else {
         printf("  %zu to convert, %zu kept; %s -> %s\n", nconv, nkeep, a, b);
     }
+    /* a plan that converts nothing is shown, then refused as the conversion would refuse it */
+    int rc = 0;
+    if (feather_plan_check(p, &err)) {
+        fflush(stdout);
+        rc = cli_fail(&err);
+        if (json) cJSON_AddStringToObject(cJSON_GetArrayItem(jfiles, cJSON_GetArraySize(jfiles) - 1), "error", err.message);
+    }
     feather_plan_free(p);
     feather_close(r);
-    return 0;
+    return rc;
 }
 
 static int parse_device(const char *s, feather_device *d) {
