@@ -253,7 +253,8 @@ TEST(verify_cli_truncated_file_thresholds_and_reports) {
 
 /* A report is never written over a checkpoint or an input: `--json model.safetensors` (as if
  * --json were feather-convert's flag) is a usage error and leaves the model as it was. Reports
- * replace earlier ones whole, with nothing left beside them; exact weights are called exact. */
+ * replace earlier ones whole, with nothing left beside them; exact weights are called exact; a
+ * file that is no feather output gets one line about the file. */
 TEST(verify_cli_reports_spare_checkpoints_and_inputs) {
     char orig[1024], conv[1024], copy[1024], dir[1024];
     snprintf(orig, sizeof orig, "%s", test_path("o.safetensors"));
@@ -295,6 +296,11 @@ TEST(verify_cli_reports_spare_checkpoints_and_inputs) {
                         dir, bin, bin),
                0);
     CHECK_STR_CONTAINS(test_cmd_output(), "1 measured (matmul on cpu): exact (no error)");
+    /* the original given as the converted file: one line about the file, not about a tensor */
+    CHECK_EQ_U(test_run("%s/feather-verify %s", bin, orig), 1);
+    CHECK_STR_CONTAINS(test_cmd_output(), "o.safetensors: not a feather output (no feather.format metadata)\n");
+    CHECK_STR_CONTAINS(test_cmd_output(), "FAILED: 5 tensors, problems with the file;");
+    CHECK(!strstr(test_cmd_output(), "tensor '(file"));
 }
 
 /* The HTML report renders in a real browser: headless Chromium takes a screenshot of it. */

@@ -47,8 +47,10 @@ typedef struct feather_verify_report {
     char path[4096];
     char reference[4096];
     size_t count;
-    feather_verify_tensor *tensors; /* model (file) order */
-    size_t problems;          /* tensors with a problem */
+    feather_verify_tensor *tensors; /* model (file) order; problems with the file itself (not a
+                                       feather output, metadata that does not match) come first,
+                                       as an entry named "(file PATH)" */
+    size_t problems;          /* entries with a problem */
     size_t threshold_failures;
     uint64_t bytes_converted, bytes_reference;
     size_t measured;
