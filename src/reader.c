@@ -225,7 +225,8 @@ static feather_status open_index(feather_reader **out, const char *path, const c
         goto out;
     }
     for (unsigned i = 0; i < ix.nshards && !st; i++)
-        st = open_shard(&r->shards[i], ix.shard_paths[i], flags, err);
+        if ((st = open_shard(&r->shards[i], ix.shard_paths[i], flags, err)))
+            feather_fail_prefix(err, st, "%s", index); /* the index that named the shard */
     if (!st) st = assemble(r, err);
     if (!st) st = check_index(r, &ix, err);
     /* feather_reader_path returns what the caller gave (the directory, when it was one). */

@@ -598,8 +598,13 @@ TEST(reader_sharded_index_errors) {
                        "key 'weight_map' appears twice");
     expect_index_error("{\"weight_map\":{" GOOD_MAP "", FEATHER_E_INVALID, "index is not valid JSON");
     expect_index_error("{\"weight_map\":{\"a\\u0000\":" S1 "}}", FEATHER_E_INVALID, "\\u0000");
+    /* a shard's own errors name the index that named it first */
     expect_index_error("{\"weight_map\":{\"a\":\"gone.safetensors\"}}", FEATHER_E_IO,
-                       "gone.safetensors");
+                       "bad.safetensors.index.json: ");
+    expect_index_error("{\"weight_map\":{\"a\":\"gone.safetensors\"}}", FEATHER_E_IO,
+                       "/gone.safetensors: No such file");
+    expect_index_error("{\"weight_map\":{\"a\":\"broken.safetensors\"}}", FEATHER_E_INVALID,
+                       "bad.safetensors.index.json: ");
     expect_index_error("{\"weight_map\":{\"a\":\"broken.safetensors\"}}", FEATHER_E_INVALID,
                        "broken.safetensors: header is not valid JSON");
 }
