@@ -182,7 +182,7 @@ static void decide(feather_reader *r, feather_plan_entry *e, const feather_conve
     int fp8 = t->dtype == FEATHER_F8_E5M2 || t->dtype == FEATHER_F8_E4M3;
 
     if (!feather_ends_with(t->name, ".weight")) {
-        set(e, FEATHER_KEEP, "not a weight (%s %s)", dt, shp);
+        set(e, FEATHER_KEEP, "not a weight: the name does not end in .weight (%s %s)", dt, shp);
         return;
     }
     if (!is_float16_or_32(t->dtype) && !fp8) {

@@ -63,7 +63,8 @@ typedef struct feather_convert_options {
     feather_quant_options quant;   /* format, scale mode, group, grid, allow_nonfinite */
     feather_layout layout;
     const char *preset;            /* NULL or "auto": detect; "none": no preset */
-    const char *const *include;    /* ERE: convert even if a preset or the name rule keeps it */
+    const char *const *include;    /* ERE: convert even if the preset keeps it (the name must
+                                      still end in .weight; shape and dtype rules apply) */
     size_t ninclude;
     const char *const *exclude;    /* ERE: keep at full precision (wins over include) */
     size_t nexclude;
