@@ -296,6 +296,8 @@ TEST(verify_cli_reports_spare_checkpoints_and_inputs) {
                         dir, bin, bin),
                0);
     CHECK_STR_CONTAINS(test_cmd_output(), "1 measured (matmul on cpu): exact (no error)");
+    CHECK_STR_CONTAINS(test_cmd_output(), "exact     exact          0            0\n"); /* the table */
+    CHECK(!strstr(test_cmd_output(), " inf"));
     /* the original given as the converted file: one line about the file, not about a tensor */
     CHECK_EQ_U(test_run("%s/feather-verify %s", bin, orig), 1);
     CHECK_STR_CONTAINS(test_cmd_output(), "o.safetensors: not a feather output (no feather.format metadata)\n");

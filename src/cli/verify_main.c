@@ -314,6 +314,13 @@ static void on_progress(void *arg, uint64_t done, uint64_t total, const char *te
     fflush(stderr);
 }
 
+/* An SNR for the table: "exact" where it is infinite (no error at all). */
+static const char *snr_cell(double db, char *buf, size_t len) {
+    if (db == INFINITY) snprintf(buf, len, "exact");
+    else snprintf(buf, len, "%.2f", db);
+    return buf;
+}
+
 static void print_report(const feather_verify_report *r, const options *o) {
     const feather_verify_tensor **v = feather_report_sorted(r);
     if (!v) return;
@@ -323,9 +330,11 @@ static void print_report(const feather_verify_report *r, const options *o) {
         for (size_t i = 0; i < r->count && (o->top == 0 || rows < o->top); i++) {
             const feather_verify_tensor *t = v[i];
             if (!t->measured) continue;
-            printf("%-56.56s %9.2f ", t->name, t->weight_snr_db);
+            char w[32], out[32];
+            printf("%-56.56s %9s ", t->name, snr_cell(t->weight_snr_db, w, sizeof w));
             if (t->output_measured)
-                printf("%9.2f %10.3g %12.3g", t->output_snr_db, t->output_rel_err, t->output_max_abs);
+                printf("%9s %10.3g %12.3g", snr_cell(t->output_snr_db, out, sizeof out), t->output_rel_err,
+                       t->output_max_abs);
             else
                 printf("%9s %10s %12.3g", "-", "-", t->weight_max_abs);
             printf("%s\n", t->failed_threshold ? "  UNDER THRESHOLD" : "");
