@@ -298,6 +298,16 @@ TEST(verify_cli_reports_spare_checkpoints_and_inputs) {
     CHECK_STR_CONTAINS(test_cmd_output(), "1 measured (matmul on cpu): exact (no error)");
     CHECK_STR_CONTAINS(test_cmd_output(), "exact     exact          0            0\n"); /* the table */
     CHECK(!strstr(test_cmd_output(), " inf"));
+    /* a report on standard output has it alone (the table and the verdict go to standard error) */
+    CHECK_EQ_U(test_run("%s/feather-verify --device cpu --reference %s --json - %s 2>/dev/null", bin, orig, conv), 0);
+    cJSON *root = cJSON_Parse(test_cmd_output());
+    CHECK(root && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "tensors")));
+    cJSON_Delete(root);
+    CHECK_EQ_U(test_run("%s/feather-verify --device cpu --reference %s --csv - %s 2>/dev/null", bin, orig, conv), 0);
+    CHECK(!strncmp(test_cmd_output(), "name,dtype,", 11));
+    CHECK_EQ_U(test_run("%s/feather-verify --reference %s --csv - %s >/dev/null", bin, orig, conv), 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "c.safetensors: OK: 5 tensors");
+    CHECK_EQ_U(test_run("%s/feather-verify --json - --html - %s", bin, conv), 64);
     /* the original given as the converted file: one line about the file, not about a tensor */
     CHECK_EQ_U(test_run("%s/feather-verify %s", bin, orig), 1);
     CHECK_STR_CONTAINS(test_cmd_output(), "o.safetensors: not a feather output (no feather.format metadata)\n");

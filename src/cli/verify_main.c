@@ -2,6 +2,7 @@
 #include "cli/common.h"
 #include "feather/verify.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +42,11 @@ static void usage(void) {
            "  --device D            auto | cpu | gpu: where the matmul runs (default auto)\n"
            "  --min-snr DB          fail tensors whose SNR is under DB\n"
            "  --max-rel-err X       fail tensors whose relative error is over X\n"
-           "  --json FILE           every figure as JSON ('-' for standard output)\n"
+           "  --json FILE           every figure as JSON\n"
            "  --csv FILE            every figure as CSV\n"
            "  --html FILE           one self-contained page with charts\n"
+           "                        (one of them may be '-': standard output, the table and\n"
+           "                        the verdict then going to standard error)\n"
            "  --top N               rows of the terminal table (default 20, 0 = all)\n"
            "  -j N                  threads (default: all cores)\n"
            "  -q                    no table, only problems and the verdict\n"
@@ -149,6 +152,9 @@ static int parse_args(int argc, char **argv, options *o) {
     if (reports && o->nfiles > 1 && !o->info)
         return cli_usage_error("--json, --csv and --html describe one file: verify one CONVERTED at a time");
     const char *const opt[3] = {"--json", "--csv", "--html"}, *const path[3] = {o->json, o->csv, o->html};
+    int on_stdout = 0;
+    for (int r = 0; r < 3; r++) on_stdout += path[r] && !strcmp(path[r], "-");
+    if (on_stdout > 1) return cli_usage_error("only one of --json, --csv and --html can write to standard output ('-')");
     for (int r = 0; r < 3; r++) {
         int rc = report_path_ok(opt[r], path[r], o);
         if (rc >= 0) return rc;
@@ -279,13 +285,21 @@ static void human(uint64_t b, char *buf, size_t len) {
     else snprintf(buf, len, "%.1f kB", b / 1e3);
 }
 
+/* Where a report named "-" goes: standard output as it was when the program started (main). */
+static FILE *report_out;
+
+static int report_to_stdout(const options *o) {
+    return (o->json && !strcmp(o->json, "-")) || (o->csv && !strcmp(o->csv, "-")) || (o->html && !strcmp(o->html, "-"));
+}
+
 /* Writes a report whole or not at all: into a temporary file beside path, renamed over it once
  * written (an interrupted or failed write leaves any earlier report as it was). */
 static int write_text(const char *path, char *text) {
     if (!text) { cli_error("out of memory"); return FEATHER_EXIT_INPUT; }
     int bad;
     if (!strcmp(path, "-")) {
-        bad = fputs(text, stdout) < 0 || fflush(stdout) != 0;
+        FILE *f = report_out ? report_out : stdout;
+        bad = fputs(text, f) < 0 || fflush(f) != 0;
     } else {
         char tmp[4200];
         int fd = snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) < (int)sizeof tmp ? mkstemp(tmp) : -1;
@@ -414,7 +428,17 @@ int main(int argc, char **argv) {
     cli_install_signals();
     options o = {0};
     int rc = parse_args(argc, argv, &o);
+    /* A report on standard output ("-") gets it alone, so that it parses: everything else the
+     * program prints there (the table, the verdict, --info) goes to standard error instead. */
+    if (rc < 0 && report_to_stdout(&o)) {
+        const int fd = dup(STDOUT_FILENO);
+        if (fd < 0 || !(report_out = fdopen(fd, "w")) || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+            cli_error("cannot keep standard output for the report: %s", strerror(errno));
+            rc = FEATHER_EXIT_INPUT;
+        }
+    }
     if (rc < 0) rc = o.info ? cmd_info(&o) : cmd_verify(&o);
+    if (report_out && report_out != stdout && fclose(report_out) != 0 && rc == FEATHER_EXIT_OK) rc = FEATHER_EXIT_INPUT;
     free(o.files);
     return rc;
 }
