@@ -305,6 +305,18 @@ TEST(convert_cli_bad_inputs_get_one_line_and_status) {
     int rc = test_run("%s -q -o %s %s", bin("feather-convert"), in, in);
     CHECK(rc == 2 || rc == 64);
     CHECK_STR_CONTAINS(test_cmd_output(), "input");
+    /* two inputs whose outputs would have one name: refused before either is converted */
+    CHECK_EQ_U(test_run("mkdir -p %s/x %s/y && cp %s %s/x/m.safetensors && cp %s %s/y/m.safetensors", test_tmpdir(),
+                        test_tmpdir(), in, test_tmpdir(), in, test_tmpdir()),
+               0);
+    CHECK_EQ_U(test_run("cd %s && %s --force -o outs/ x/m.safetensors y/m.safetensors", test_tmpdir(), bin("feather-convert")),
+               64);
+    CHECK_STR_CONTAINS(test_cmd_output(), "x/m.safetensors and y/m.safetensors would both be written to "
+                                          "outs/m-fp8e5m2.safetensors");
+    struct stat sb;
+    CHECK(stat(test_path("outs"), &sb) != 0);
+    /* the same input twice is no clash (the second is up to date) */
+    CHECK_EQ_U(test_run("cd %s && %s -q -o outs/ x/m.safetensors x/m.safetensors", test_tmpdir(), bin("feather-convert")), 0);
     /* nothing selected */
     const char *none = test_path("none.safetensors");
     const tspec t[] = {{"a.bias", FEATHER_F16, 1, {64}}};

@@ -144,6 +144,27 @@ static int print_plan(feather_ctx *ctx, const char *input, const feather_convert
     return rc;
 }
 
+/* The output for input: `output` itself, or the default name in the directory `output` names
+ * (out_is_dir) or beside the input. */
+static feather_status output_name(const char *input, const char *output, int out_is_dir, feather_fp8 fmt, int zstd,
+                                  char *buf, size_t len, feather_error *err) {
+    if (output && !out_is_dir) {
+        snprintf(buf, len, "%s", output);
+        return FEATHER_OK;
+    }
+    char dir[4096];
+    if (output) {
+        const size_t olen = strlen(output);
+        snprintf(dir, sizeof dir, "%.*s", (int)(output[olen - 1] == '/' && olen > 1 ? olen - 1 : olen), output);
+    }
+    return feather_default_output(input, output ? dir : NULL, fmt, zstd, buf, len, err);
+}
+
+static int same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 static int parse_device(const char *s, feather_device *d) {
     if (!strcmp(s, "auto")) *d = FEATHER_DEVICE_AUTO;
     else if (!strcmp(s, "cpu")) *d = FEATHER_DEVICE_CPU;
@@ -295,6 +316,21 @@ int main(int argc, char **argv) {
             goto done;
         }
     }
+    /* Two different inputs whose outputs have one name (`-o DIR/` with a/model.safetensors and
+     * b/model.safetensors): the second would replace the first's output (with --force) or fail
+     * after it. Refused before anything is converted. */
+    for (size_t i = 0; i < ninputs && !plan; i++)
+        for (size_t j = i + 1; j < ninputs; j++) {
+            char a[4096], b[4096];
+            feather_error e = {0};
+            if (output_name(inputs[i], output, out_is_dir, o.quant.format, zstd, a, sizeof a, &e) ||
+                output_name(inputs[j], output, out_is_dir, o.quant.format, zstd, b, sizeof b, &e) || strcmp(a, b) ||
+                same_file(inputs[i], inputs[j]))
+                continue;
+            worst = cli_usage_error("%s and %s would both be written to %s: convert them into different directories",
+                                    inputs[i], inputs[j], a);
+            goto done;
+        }
     int noticed = 0; /* auto's fallback: one notice for all inputs */
     jroot = cJSON_CreateObject();
     cJSON *jfiles = cJSON_CreateArray();
@@ -311,19 +347,15 @@ int main(int argc, char **argv) {
         feather_convert_result res;
         memset(&res, 0, sizeof res);
         feather_status s = FEATHER_OK;
-        if (output && !out_is_dir) snprintf(outbuf, sizeof outbuf, "%s", output);
-        else if (output) {
+        if (output && out_is_dir) {
             char dir[4096];
             snprintf(dir, sizeof dir, "%.*s", (int)(output[olen - 1] == '/' && olen > 1 ? olen - 1 : olen), output);
             if (stat(dir, &st) != 0 && mkdir(dir, 0777) != 0 && stat(dir, &st) != 0) {
                 s = FEATHER_E_IO;
                 snprintf(err.message, sizeof err.message, "%.900s: cannot create directory", dir);
-            } else {
-                s = feather_default_output(inputs[n], dir, o.quant.format, zstd, outbuf, sizeof outbuf, &err);
             }
-        } else {
-            s = feather_default_output(inputs[n], NULL, o.quant.format, zstd, outbuf, sizeof outbuf, &err);
         }
+        if (!s) s = output_name(inputs[n], output, out_is_dir, o.quant.format, zstd, outbuf, sizeof outbuf, &err);
         progress_state ps = {.t0 = cli_now_s(), .tty = !quiet && isatty(2)};
         o.progress = ps.tty ? on_progress : NULL;
         o.progress_arg = &ps;
