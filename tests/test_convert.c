@@ -317,6 +317,11 @@ TEST(convert_cli_bad_inputs_get_one_line_and_status) {
     CHECK(stat(test_path("outs"), &sb) != 0);
     /* the same input twice is no clash (the second is up to date) */
     CHECK_EQ_U(test_run("cd %s && %s -q -o outs/ x/m.safetensors x/m.safetensors", test_tmpdir(), bin("feather-convert")), 0);
+    /* nor may one input's output be another input of the run */
+    CHECK_EQ_U(test_run("cd %s && %s -q --force -o outs/ x/m.safetensors outs/m-fp8e5m2.safetensors", test_tmpdir(),
+                        bin("feather-convert")),
+               64);
+    CHECK_STR_CONTAINS(test_cmd_output(), "is the input outs/m-fp8e5m2.safetensors");
     /* nothing selected */
     const char *none = test_path("none.safetensors");
     const tspec t[] = {{"a.bias", FEATHER_F16, 1, {64}}};

@@ -160,9 +160,46 @@ static feather_status output_name(const char *input, const char *output, int out
     return feather_default_output(input, output ? dir : NULL, fmt, zstd, buf, len, err);
 }
 
-static int same_file(const char *a, const char *b) {
-    struct stat x, y;
-    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+static int same_inode(const struct stat *x, const struct stat *y) {
+    return x->st_dev == y->st_dev && x->st_ino == y->st_ino;
+}
+
+/* Two different inputs whose outputs have one name (`-o DIR/` with a/model.safetensors and
+ * b/model.safetensors) would have the second replace the first's output (with --force) or fail
+ * after it; an output that is another input of the run would replace it before it is read. Both
+ * are refused before anything is converted: the usage error's exit status, else 0. */
+static int outputs_clash(const char *const *inputs, size_t n, const char *output, int out_is_dir, feather_fp8 fmt,
+                         int zstd) {
+    typedef struct {
+        char out[4096];
+        struct stat in, os;
+        int has_in, has_os;
+    } target;
+    if (n < 2) return 0;
+    target *t = calloc(n, sizeof *t);
+    if (!t) {
+        cli_error("out of memory");
+        return FEATHER_EXIT_INPUT;
+    }
+    for (size_t i = 0; i < n; i++) {
+        feather_error e = {0};
+        if (output_name(inputs[i], output, out_is_dir, fmt, zstd, t[i].out, sizeof t[i].out, &e))
+            t[i].out[0] = 0; /* reported when its conversion comes */
+        t[i].has_in = stat(inputs[i], &t[i].in) == 0;
+        t[i].has_os = t[i].out[0] && stat(t[i].out, &t[i].os) == 0;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        for (size_t j = 0; j < n && !rc; j++) {
+            if (j == i || !t[i].out[0] || (t[i].has_in && t[j].has_in && same_inode(&t[i].in, &t[j].in))) continue;
+            if (t[i].has_os && t[j].has_in && same_inode(&t[i].os, &t[j].in))
+                rc = cli_usage_error("the output of %s, %s, is the input %s", inputs[i], t[i].out, inputs[j]);
+            else if (j > i && !strcmp(t[i].out, t[j].out))
+                rc = cli_usage_error("%s and %s would both be written to %s: convert them into different directories",
+                                     inputs[i], inputs[j], t[i].out);
+        }
+    free(t);
+    return rc;
 }
 
 static int parse_device(const char *s, feather_device *d) {
@@ -316,21 +353,7 @@ int main(int argc, char **argv) {
             goto done;
         }
     }
-    /* Two different inputs whose outputs have one name (`-o DIR/` with a/model.safetensors and
-     * b/model.safetensors): the second would replace the first's output (with --force) or fail
-     * after it. Refused before anything is converted. */
-    for (size_t i = 0; i < ninputs && !plan; i++)
-        for (size_t j = i + 1; j < ninputs; j++) {
-            char a[4096], b[4096];
-            feather_error e = {0};
-            if (output_name(inputs[i], output, out_is_dir, o.quant.format, zstd, a, sizeof a, &e) ||
-                output_name(inputs[j], output, out_is_dir, o.quant.format, zstd, b, sizeof b, &e) || strcmp(a, b) ||
-                same_file(inputs[i], inputs[j]))
-                continue;
-            worst = cli_usage_error("%s and %s would both be written to %s: convert them into different directories",
-                                    inputs[i], inputs[j], a);
-            goto done;
-        }
+    if (!plan && (worst = outputs_clash(inputs, ninputs, output, out_is_dir, o.quant.format, zstd))) goto done;
     int noticed = 0; /* auto's fallback: one notice for all inputs */
     jroot = cJSON_CreateObject();
     cJSON *jfiles = cJSON_CreateArray();
