@@ -398,3 +398,16 @@ void feather_outfile_discard(feather_outfile *f) {
     memset(f, 0, sizeof *f);
     f->fd = f->dirfd = -1;
 }
+
+feather_status feather_write_file(const char *path, const void *data, size_t len, const feather_write_options *opts,
+                                  feather_error *err) {
+    feather_outfile f;
+    feather_status st = feather_outfile_open(&f, path, opts && opts->overwrite, opts ? opts->inputs : NULL,
+                                             opts ? opts->ninputs : 0, err);
+    if (st) return st;
+    if ((st = feather_outfile_write(&f, data, len, err))) {
+        feather_outfile_discard(&f);
+        return st;
+    }
+    return feather_outfile_commit(&f, err);
+}

@@ -678,6 +678,33 @@ TEST(writer_refuses_to_overwrite_input) {
     feather_writer_abort(w);
 }
 
+/* feather_write_file: the whole file or nothing, under the writer's rules for existing files
+ * and inputs. */
+TEST(writer_write_file_whole_under_the_writers_rules) {
+    const char *dir = subdir("wf");
+    const char *path = join(dir, "report.json");
+    feather_error err = {0};
+    CHECK(feather_write_file(path, "{\"a\":1}\n", 8, NULL, &err) == FEATHER_OK);
+    size_t len;
+    unsigned char *b = read_all(path, &len);
+    CHECK(b && len == 8 && !memcmp(b, "{\"a\":1}\n", 8));
+    free(b);
+    CHECK(feather_write_file(path, "x", 1, NULL, &err) == FEATHER_E_EXISTS); /* kept */
+    b = read_all(path, &len);
+    CHECK(b && len == 8);
+    free(b);
+    const char *inputs[] = {path};
+    feather_write_options o = {.overwrite = 1, .inputs = inputs, .ninputs = 1};
+    CHECK(feather_write_file(path, "x", 1, &o, &err) == FEATHER_E_ARG);
+    CHECK_STR_CONTAINS(err.message, "output is the input file");
+    o.ninputs = 0;
+    CHECK(feather_write_file(path, "xy", 2, &o, &err) == FEATHER_OK); /* replaced */
+    b = read_all(path, &len);
+    CHECK(b && len == 2 && !memcmp(b, "xy", 2));
+    free(b);
+    CHECK(feather_write_file(join(dir, "missing/r.json"), "x", 1, &o, &err) == FEATHER_E_IO);
+}
+
 TEST(writer_directory_errors) {
     const char *dir = subdir("direrr");
     const char *file = join(dir, "regular");

@@ -152,6 +152,12 @@ feather_status feather_writer_commit(feather_writer *w, feather_error *err);
 /* Discards everything written (nothing is left under the final name) and frees w. */
 void feather_writer_abort(feather_writer *w);
 
+/* Writes len bytes as the whole of the file at path, with the writer's crash safety (built
+ * under no name, fsync'd, then published), for the other files written beside checkpoints
+ * (reports). opts as for feather_writer_open; only overwrite and inputs apply. */
+feather_status feather_write_file(const char *path, const void *data, size_t len, const feather_write_options *opts,
+                                  feather_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -87,6 +87,11 @@ static int report_path_ok(const char *opt, const char *path, const options *o) {
     return -1;
 }
 
+/* How many of the reports go to standard output ("-"). */
+static int reports_on_stdout(const options *o) {
+    return (o->json && !strcmp(o->json, "-")) + (o->csv && !strcmp(o->csv, "-")) + (o->html && !strcmp(o->html, "-"));
+}
+
 /* Returns -1 to go on, or the exit status when the program is done (help, version, error). */
 static int parse_args(int argc, char **argv, options *o) {
     int only_files = 0;
@@ -151,10 +156,9 @@ static int parse_args(int argc, char **argv, options *o) {
     int reports = (o->json != NULL) + (o->csv != NULL) + (o->html != NULL);
     if (reports && o->nfiles > 1 && !o->info)
         return cli_usage_error("--json, --csv and --html describe one file: verify one CONVERTED at a time");
+    if (reports_on_stdout(o) > 1)
+        return cli_usage_error("only one of --json, --csv and --html can write to standard output ('-')");
     const char *const opt[3] = {"--json", "--csv", "--html"}, *const path[3] = {o->json, o->csv, o->html};
-    int on_stdout = 0;
-    for (int r = 0; r < 3; r++) on_stdout += path[r] && !strcmp(path[r], "-");
-    if (on_stdout > 1) return cli_usage_error("only one of --json, --csv and --html can write to standard output ('-')");
     for (int r = 0; r < 3; r++) {
         int rc = report_path_ok(opt[r], path[r], o);
         if (rc >= 0) return rc;
@@ -288,32 +292,26 @@ static void human(uint64_t b, char *buf, size_t len) {
 /* Where a report named "-" goes: standard output as it was when the program started (main). */
 static FILE *report_out;
 
-static int report_to_stdout(const options *o) {
-    return (o->json && !strcmp(o->json, "-")) || (o->csv && !strcmp(o->csv, "-")) || (o->html && !strcmp(o->html, "-"));
-}
 
-/* Writes a report whole or not at all: into a temporary file beside path, renamed over it once
- * written (an interrupted or failed write leaves any earlier report as it was). */
+
+/* Writes a report whole or not at all, as the writer writes checkpoints (an interrupted or
+ * failed write leaves any earlier report as it was). */
 static int write_text(const char *path, char *text) {
     if (!text) { cli_error("out of memory"); return FEATHER_EXIT_INPUT; }
     int bad;
+    feather_error err = {0};
     if (!strcmp(path, "-")) {
         FILE *f = report_out ? report_out : stdout;
         bad = fputs(text, f) < 0 || fflush(f) != 0;
     } else {
-        char tmp[4200];
-        int fd = snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) < (int)sizeof tmp ? mkstemp(tmp) : -1;
-        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-        if (!f && fd >= 0) close(fd);
-        bad = !f || fputs(text, f) < 0;
-        bad |= f && fclose(f) != 0;
-        const mode_t mask = umask(0); /* the mode a plain fopen would have given it */
-        umask(mask);
-        bad = bad || chmod(tmp, 0666 & ~mask) != 0 || rename(tmp, path) != 0;
-        if (bad && fd >= 0) unlink(tmp);
+        const feather_write_options wo = {.overwrite = 1};
+        bad = feather_write_file(path, text, strlen(text), &wo, &err) != FEATHER_OK;
     }
     free(text);
-    if (bad) { cli_error("%s: cannot write the report", path); return FEATHER_EXIT_INPUT; }
+    if (bad) {
+        cli_error("%s: cannot write the report%s%s", path, err.message[0] ? ": " : "", err.message);
+        return FEATHER_EXIT_INPUT;
+    }
     return 0;
 }
 
@@ -430,7 +428,7 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     /* A report on standard output ("-") gets it alone, so that it parses: everything else the
      * program prints there (the table, the verdict, --info) goes to standard error instead. */
-    if (rc < 0 && report_to_stdout(&o)) {
+    if (rc < 0 && reports_on_stdout(&o)) {
         const int fd = dup(STDOUT_FILENO);
         if (fd < 0 || !(report_out = fdopen(fd, "w")) || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
             cli_error("cannot keep standard output for the report: %s", strerror(errno));
