@@ -144,6 +144,12 @@ static int print_plan(feather_ctx *ctx, const char *input, const feather_convert
     return rc;
 }
 
+/* The directory `-o DIR/` names, without its trailing slash. */
+static void output_dir(const char *output, char *dir, size_t len) {
+    const size_t olen = strlen(output);
+    snprintf(dir, len, "%.*s", (int)(output[olen - 1] == '/' && olen > 1 ? olen - 1 : olen), output);
+}
+
 /* The output for input: `output` itself, or the default name in the directory `output` names
  * (out_is_dir) or beside the input. */
 static feather_status output_name(const char *input, const char *output, int out_is_dir, feather_fp8 fmt, int zstd,
@@ -153,10 +159,7 @@ static feather_status output_name(const char *input, const char *output, int out
         return FEATHER_OK;
     }
     char dir[4096];
-    if (output) {
-        const size_t olen = strlen(output);
-        snprintf(dir, sizeof dir, "%.*s", (int)(output[olen - 1] == '/' && olen > 1 ? olen - 1 : olen), output);
-    }
+    if (output) output_dir(output, dir, sizeof dir);
     return feather_default_output(input, output ? dir : NULL, fmt, zstd, buf, len, err);
 }
 
@@ -372,7 +375,7 @@ int main(int argc, char **argv) {
         feather_status s = FEATHER_OK;
         if (output && out_is_dir) {
             char dir[4096];
-            snprintf(dir, sizeof dir, "%.*s", (int)(output[olen - 1] == '/' && olen > 1 ? olen - 1 : olen), output);
+            output_dir(output, dir, sizeof dir);
             if (stat(dir, &st) != 0 && mkdir(dir, 0777) != 0 && stat(dir, &st) != 0) {
                 s = FEATHER_E_IO;
                 snprintf(err.message, sizeof err.message, "%.900s: cannot create directory", dir);
