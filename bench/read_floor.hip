@@ -107,19 +107,32 @@ __global__ void fb_tiles(const uint4 *q, int N, int KB, int BN, int R, int warm,
     out[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = acc;
 }
 
+/* One launch's configuration: grid x block threads, smem bytes of dynamic shared memory, on
+ * stream; back to back (programmatic stream serialisation) when pdl. Not copyable: cfg points at
+ * attr. */
+struct FbLaunch {
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr;
+    FbLaunch(dim3 grid, dim3 block, size_t smem, void *stream, bool pdl) : cfg{}, attr{} {
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = (cudaStream_t)stream;
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = pdl ? 1 : 0;
+    }
+    FbLaunch(const FbLaunch &) = delete;
+    FbLaunch &operator=(const FbLaunch &) = delete;
+};
+
 /* bytes: a multiple of 16; out: blocks * threads words; warm: bytes per block sent to L2 before
  * the wait; pdl: launch with programmatic stream serialisation. Returns a CUDA error code. */
 extern "C" int fb_read_launch(const void *p, size_t bytes, unsigned *out, int blocks, int threads, int unroll,
                               size_t warm, int pdl, void *stream) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(threads);
-    cfg.stream = (cudaStream_t)stream;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = pdl ? 1 : 0;
+    FbLaunch l(dim3(blocks), dim3(threads), 0, stream, pdl);
+    const cudaLaunchConfig_t &cfg = l.cfg;
     const uint4 *q = (const uint4 *)p;
     const size_t n = bytes / 16, w = warm / 16;
     switch (unroll) {
@@ -136,17 +149,8 @@ extern "C" int fb_stage_launch(const void *p, size_t bytes, unsigned *out, int b
                                int early, void *stream) {
     cudaError_t e = cudaFuncSetAttribute(fb_stage, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)stage);
     if (e != cudaSuccess) return (int)e;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = stage;
-    cfg.stream = (cudaStream_t)stream;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    return (int)cudaLaunchKernelEx(&cfg, fb_stage, (const uint4 *)p, bytes / 16, out, stage / 16, early);
+    FbLaunch l(dim3(blocks), dim3(threads), stage, stream, true);
+    return (int)cudaLaunchKernelEx(&l.cfg, fb_stage, (const uint4 *)p, bytes / 16, out, stage / 16, early);
 }
 
 /* fb_tiles over an N x K weight (N % bn == 0, K % 16 == 0) in N / bn x splits blocks of
@@ -154,15 +158,8 @@ extern "C" int fb_stage_launch(const void *p, size_t bytes, unsigned *out, int b
  * (cudaErrorLaunchOutOfResources where the block's registers do not fit). */
 extern "C" int fb_tiles_launch(const void *q, int n, int k, int bn, int splits, int warps, int rows, int warm,
                                unsigned *out, void *stream) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(n / bn, splits);
-    cfg.blockDim = dim3(warps * 32);
-    cfg.stream = (cudaStream_t)stream;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    FbLaunch l(dim3(n / bn, splits), dim3(warps * 32), 0, stream, true);
+    const cudaLaunchConfig_t &cfg = l.cfg;
     const uint4 *p = (const uint4 *)q;
     const int kb = k / 16;
     cudaError_t e;
