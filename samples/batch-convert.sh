@@ -10,11 +10,13 @@
 # under OUTDIR mirroring DIR's subdirectories (so equal names in different folders do not clash).
 #
 # The converter skips an output that is already up to date, so running the same command again
-# resumes an interrupted batch. Every call's JSON summary is collected into one file,
-# OUTDIR/batch-summary.json (stdout without -o), and the last line on stderr counts the
-# results: "N converted, N skipped, N failed".
+# resumes an interrupted batch. A model with nothing to convert (a LoRA, say: its factors stay
+# as they are) is left alone, not a failure. Every call's JSON summary is collected into one
+# file, OUTDIR/batch-summary.json (stdout without -o), and the last line on stderr counts the
+# results: "N converted, N skipped, N with nothing to convert, N failed".
 #
-# Exit status: 0 all converted or skipped; 2 some failed (or the directory cannot be read);
+# Exit status: 0 all converted, skipped or with nothing to convert; 2 some failed (or the
+# directory cannot be read);
 # 64 usage error (also when the converter rejected the options); 130 interrupted.
 # FEATHER_CONVERT names the converter; the default is feather-convert on PATH, else
 # build/feather-convert of this repository.
@@ -33,7 +35,8 @@ with feather-convert, N at a time (default: one per core).
   -h, --help  this help
 
 Options after -- go to every feather-convert call (e.g. -- --scale block:64 --zstd).
-Running the same command again skips what is already converted.
+Running the same command again skips what is already converted. Models with nothing to
+convert (LoRAs, say) are left alone.
 Exit status: 0 ok, 2 some conversions failed, 64 usage error, 130 interrupted.
 EOF
 }
@@ -163,6 +166,7 @@ done
 
 converted=0
 skipped=0
+nothing=0
 failed=0
 status=0
 summary=$tmp/summary.json
@@ -179,6 +183,8 @@ summary=$tmp/summary.json
             else
                 converted=$((converted + 1))
             fi
+        elif [ "$rc" -eq 2 ] && grep -q '"status":[[:space:]]*"nothing to convert"' "$r.json"; then
+            nothing=$((nothing + 1))
         else
             failed=$((failed + 1))
             case $rc in 130) s=130 ;; 64) s=64 ;; *) s=2 ;; esac
@@ -189,7 +195,8 @@ summary=$tmp/summary.json
         printf '}'
         sep=,
     done
-    printf '\n  ],\n  "converted": %s,\n  "skipped": %s,\n  "failed": %s\n}\n' "$converted" "$skipped" "$failed"
+    printf '\n  ],\n  "converted": %s,\n  "skipped": %s,\n  "nothing_to_convert": %s,\n  "failed": %s\n}\n' \
+        "$converted" "$skipped" "$nothing" "$failed"
 } >"$summary"
 [ -e "$tmp/stop" ] || [ "$interrupted" -eq 1 ] && status=130
 
@@ -200,6 +207,6 @@ if [ -n "$outdir" ]; then
 else
     cat "$summary"
 fi
-printf '%s converted, %s skipped, %s failed\n' "$converted" "$skipped" "$failed" >&2
+printf '%s converted, %s skipped, %s with nothing to convert, %s failed\n' "$converted" "$skipped" "$nothing" "$failed" >&2
 [ "$status" -eq 130 ] && printf '%s: interrupted; run the same command again to resume\n' "$prog" >&2
 exit "$status"

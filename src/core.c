@@ -18,6 +18,7 @@ const char *feather_status_name(feather_status s) {
     case FEATHER_E_UNSUPPORTED: return "unsupported";
     case FEATHER_E_MISMATCH: return "verification failed";
     case FEATHER_E_CANCELLED: return "interrupted";
+    case FEATHER_E_NOTHING: return "nothing to convert";
     }
     return "unknown status";
 }

@@ -1,8 +1,9 @@
 /* Selection: which tensors are converted, and why the others are kept.
  *
  * A tensor is converted when it is the 2-D weight of a linear layer in a float dtype whose
- * shape the kernel takes (N and K multiples of FEATHER_SHAPE_MULTIPLE), and neither a preset
- * nor --exclude keeps it. Everything else is copied byte for byte, and the plan says why. */
+ * shape the kernel takes (N a multiple of 8, K of 16: feather_gemm_supported), not an embedding
+ * table or a LoRA factor, and neither a preset nor --exclude keeps it. Everything else is
+ * copied byte for byte, and the plan says why. */
 #include "internal.h"
 #include "feather/convert.h"
 
@@ -80,6 +81,7 @@ const char *feather_layout_name(feather_layout l) { return l == FEATHER_LAYOUT_C
 struct feather_plan {
     feather_plan_entry *e;
     size_t n, selected; /* entries; those converted, repacked or requantised */
+    size_t lora;        /* LoRA factors kept */
     const char *preset;
     uint64_t bytes_in, bytes_out;
     char path[4096]; /* the input, for feather_plan_check's message */
@@ -134,6 +136,13 @@ static const feather_tensor *find_scale(feather_reader *r, const char *wname) {
                      "token_type_embeddings|wte|wpe|shared|embedding|embeddings|token_embedding|" \
                      "pos_embedding|position_embedding)\\.weight$"
 
+/* Factors of a LoRA (and its LoCon kin): PEFT's lora_A / lora_B (also with the adapter's name,
+ * lora_A.default.weight), MLX's lora_a / lora_b, kohya's lora_down / lora_up / lora_mid,
+ * diffusers' lora.down / lora.up and lora_linear_layer.down / .up. They are a low-rank update
+ * that loaders apply beside the base weight (or merge into it) in its own dtype; none of them
+ * reads a packed fp8 factor, so converting one makes a file nothing loads. */
+#define LORA_RE "(^|[._])lora(_[ABab]|_down|_up|_mid|\\.down|\\.up|_linear_layer\\.(down|up))(\\.[^.]+)?(\\.weight)?$"
+
 static int is_float16_or_32(feather_dtype d) { return d == FEATHER_F16 || d == FEATHER_BF16 || d == FEATHER_F32; }
 
 /* Whether the input is a feather packed file: its fp8 weights are [K/16, N, 16]. */
@@ -170,10 +179,11 @@ static feather_status check_options(const feather_convert_options *o, feather_er
     return FEATHER_OK;
 }
 
-/* Decides one tensor. regexes: exclude[], include[], keep (preset, may be NULL). */
-static void decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
+/* Decides one tensor. regexes: exclude[], include[], keep (preset, may be NULL). Returns 1 for
+ * a LoRA factor, else 0. */
+static int decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
                    const regex_t *inc, const regex_t *exc, const regex_t *keep, const regex_t *embedding,
-                   const char *preset, int packed_in) {
+                   const regex_t *lora, const char *preset, int packed_in) {
     const feather_tensor *t = e->tensor;
     char shp[128];
     shape_str(t, shp, sizeof shp);
@@ -181,13 +191,18 @@ static void decide(feather_reader *r, feather_plan_entry *e, const feather_conve
     const char *dt = feather_dtype_name(t->dtype);
     int fp8 = t->dtype == FEATHER_F8_E5M2 || t->dtype == FEATHER_F8_E4M3;
 
+    if (name_matches(lora, t->name)) {
+        set(e, FEATHER_KEEP, "LoRA factor %s %s: LoRA loaders apply it beside its base weight, not through the kernel",
+            dt, shp);
+        return 1;
+    }
     if (!feather_ends_with(t->name, ".weight")) {
         set(e, FEATHER_KEEP, "not a weight: the name does not end in .weight (%s %s)", dt, shp);
-        return;
+        return 0;
     }
     if (!is_float16_or_32(t->dtype) && !fp8) {
         set(e, FEATHER_KEEP, "dtype %s is not a float weight", dt);
-        return;
+        return 0;
     }
     /* fp8 inputs: a feather packed weight [K/16, N, 16] or a plain [N, K] one. */
     uint64_t n, k;
@@ -199,32 +214,32 @@ static void decide(feather_reader *r, feather_plan_entry *e, const feather_conve
         k = t->shape[1];
     } else {
         set(e, FEATHER_KEEP, "%u-D %s %s (only 2-D linear weights are converted)", t->ndim, dt, shp);
-        return;
+        return 0;
     }
     if (name_matches(embedding, t->name)) {
         set(e, FEATHER_KEEP, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
-        return;
+        return 0;
     }
     for (size_t i = 0; i < o->nexclude; i++)
         if (name_matches(&exc[i], t->name)) {
             set(e, FEATHER_KEEP, "excluded by --exclude '%s'", o->exclude[i]);
-            return;
+            return 0;
         }
     int included = 0;
     for (size_t i = 0; i < o->ninclude && !included; i++) included = name_matches(&inc[i], t->name);
     if (!included && keep && name_matches(keep, t->name) && !fp8) {
         set(e, FEATHER_KEEP, "preset %s keeps this layer at full precision", preset);
-        return;
+        return 0;
     }
     /* The converter takes exactly the shapes the matmul takes (gemm.h states the rule). */
     if (!feather_gemm_supported(n, k, FEATHER_SCALE_TENSOR, 0)) {
         set(e, FEATHER_KEEP, "shape %s: the kernel needs N a multiple of 8 and K a multiple of 16", shp);
-        return;
+        return 0;
     }
     if (o->quant.mode == FEATHER_SCALE_BLOCK && !fp8 && k % o->quant.group) {
         set(e, FEATHER_KEEP, "K=%llu is not a multiple of the block size %u", (unsigned long long)k,
             o->quant.group);
-        return;
+        return 0;
     }
     e->n = n;
     e->k = k;
@@ -247,6 +262,7 @@ static void decide(feather_reader *r, feather_plan_entry *e, const feather_conve
         nscales = feather_scale_count(&o->quant, n, k);
     }
     e->bytes_out = n * k + 4 * nscales;
+    return 0;
 }
 
 feather_status feather_plan_new(feather_plan **out, feather_reader *r,
@@ -271,9 +287,9 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
 
     struct feather_plan *p = calloc(1, sizeof *p);
     regex_t *inc = calloc(o->ninclude + 1, sizeof *inc), *exc = calloc(o->nexclude + 1, sizeof *exc);
-    regex_t keep, embedding;
+    regex_t keep, embedding, lora;
     size_t ninc = 0, nexc = 0;
-    int have_keep = 0, have_emb = 0;
+    int have_keep = 0, have_emb = 0, have_lora = 0;
     if (!p || !inc || !exc) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
     for (; ninc < o->ninclude; ninc++)
         if ((st = compile_re(&inc[ninc], o->include[ninc], "--include", err))) goto done;
@@ -285,6 +301,8 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     }
     if ((st = compile_re(&embedding, EMBEDDING_RE, "embedding rule", err))) goto done;
     have_emb = 1;
+    if ((st = compile_re(&lora, LORA_RE, "LoRA rule", err))) goto done;
+    have_lora = 1;
     p->preset = pre ? pre->name : "none";
     p->n = feather_count(r);
     p->e = calloc(p->n ? p->n : 1, sizeof *p->e);
@@ -292,7 +310,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     int packed_in = input_is_packed(r);
     for (size_t i = 0; i < p->n; i++) {
         p->e[i].tensor = feather_tensor_at(r, i);
-        decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, &embedding, p->preset, packed_in);
+        p->lora += (size_t)decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, &embedding, &lora, p->preset, packed_in);
     }
     /* Scale tensors consumed by a repacked/requantised weight, and metadata tensors that the
      * output regenerates, are dropped from the copy. */
@@ -330,6 +348,7 @@ done:
     for (size_t i = 0; i < nexc; i++) regfree(&exc[i]);
     if (have_keep) regfree(&keep);
     if (have_emb) regfree(&embedding);
+    if (have_lora) regfree(&lora);
     free(inc);
     free(exc);
     if (st) {
@@ -350,7 +369,12 @@ const feather_plan_entry *feather_plan_at(const feather_plan *p, size_t i) { ret
 const char *feather_plan_preset(const feather_plan *p) { return p->preset; }
 feather_status feather_plan_check(const feather_plan *p, feather_error *err) {
     if (p->selected) return FEATHER_OK;
-    return feather_fail(err, FEATHER_E_INVALID,
+    if (p->lora)
+        return feather_fail(err, FEATHER_E_NOTHING,
+                            "%s: nothing to convert: a LoRA (%zu factors, kept as they are: LoRA loaders apply them beside "
+                            "the base weights, not through the kernel; see --plan)",
+                            p->path, p->lora);
+    return feather_fail(err, FEATHER_E_NOTHING,
                         "%s: nothing to convert: none of its %zu tensors is a 2-D linear weight of a shape the kernel "
                         "takes outside the kept layers (see --plan)",
                         p->path, p->n);

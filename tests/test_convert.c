@@ -414,7 +414,8 @@ TEST(convert_cli_interrupt_leaves_nothing) {
 }
 
 /* samples/batch-convert.sh with the real converter: a directory with two models, a sharded
- * one and a broken file; a second run resumes (skips everything that is done). */
+ * one, a LoRA (nothing to convert: left alone, not a failure) and a broken file; a second run
+ * resumes (skips everything that is done). */
 TEST(convert_batch_script_converts_in_parallel_and_resumes) {
     char dir[1024], out[1024], sample[1100];
     snprintf(dir, sizeof dir, "%s", test_path("models"));
@@ -425,10 +426,15 @@ TEST(convert_batch_script_converts_in_parallel_and_resumes) {
                      "%s --family qwen-image --shards 2 -o %s/qwen.safetensors.index.json && "
                      "printf 'garbage' > %s/broken.safetensors",
                      dir, sample, dir, sample, dir, sample, dir, dir) == 0);
+    static const tspec lora[] = {{"blocks.0.attn.qkv.lora_A.weight", FEATHER_F16, 2, {16, 64}},
+                                 {"blocks.0.attn.qkv.lora_B.weight", FEATHER_F16, 2, {192, 16}}};
+    char lp[1100];
+    snprintf(lp, sizeof lp, "%s/lora.safetensors", dir);
+    REQUIRE(tu_write_model(lp, lora, 2, 7, NULL) == 0);
     int rc = test_run("FEATHER_CONVERT=%s/feather-convert sh samples/batch-convert.sh -j 2 -o %s %s",
                       test_bindir(), out, dir);
     CHECK_EQ_U(rc, 2); /* the broken file failed, the rest converted */
-    CHECK_STR_CONTAINS(test_cmd_output(), "3 converted, 0 skipped, 1 failed");
+    CHECK_STR_CONTAINS(test_cmd_output(), "3 converted, 0 skipped, 1 with nothing to convert, 1 failed");
     char p[1200];
     snprintf(p, sizeof p, "%s/sub/flux-fp8e5m2.safetensors", out);
     feather_reader *r;
@@ -445,11 +451,25 @@ TEST(convert_batch_script_converts_in_parallel_and_resumes) {
     char *sum = (char *)tu_read_file(p, &len);
     REQUIRE(sum);
     CHECK(strstr(sum, "\"status\":") && strstr(sum, "broken.safetensors"));
+    CHECK_STR_CONTAINS(sum, "\"status\":\t\"nothing to convert\"");
+    CHECK_STR_CONTAINS(sum, "\"nothing_to_convert\": 1");
     free(sum);
+    snprintf(p, sizeof p, "%s/lora-fp8e5m2.safetensors", out);
+    CHECK(access(p, F_OK) != 0);
     rc = test_run("FEATHER_CONVERT=%s/feather-convert sh samples/batch-convert.sh -j 2 -o %s %s",
                   test_bindir(), out, dir);
     CHECK_EQ_U(rc, 2);
-    CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 3 skipped, 1 failed");
+    CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 3 skipped, 1 with nothing to convert, 1 failed");
+
+    /* The LoRA alone: nothing failed, so the batch succeeds. */
+    char only[1024];
+    snprintf(only, sizeof only, "%s/loras", test_tmpdir());
+    REQUIRE(test_run("mkdir -p %s", only) == 0);
+    snprintf(lp, sizeof lp, "%s/lora.safetensors", only);
+    REQUIRE(tu_write_model(lp, lora, 2, 7, NULL) == 0);
+    rc = test_run("FEATHER_CONVERT=%s/feather-convert sh samples/batch-convert.sh %s", test_bindir(), only);
+    CHECK_EQ_U(rc, 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 0 skipped, 1 with nothing to convert, 0 failed");
 }
 
 TEST(convert_sharded_and_zst_inputs_and_outputs) {

@@ -780,9 +780,50 @@ TEST(gpu_quant_convert_auto_weighs_cores_mode_and_size) {
     remove(in);
 }
 
+/* A copy of in whose tensors named like LoRA factors are renamed ("lora" becomes "lorx"), so
+ * that the real factors' values convert as plain linear weights. 1: written; 0: no such name;
+ * -1: failed. */
+static int copy_lora_as_linear(const char *in, const char *out) {
+    feather_reader *r;
+    feather_writer *w;
+    feather_error err = {0};
+    if (feather_open(&r, in, 0, &err)) return 0; /* refused files are compared as they are */
+    int any = 0, bad = 0;
+    for (size_t i = 0; i < feather_count(r); i++) any |= strstr(feather_tensor_at(r, i)->name, "lora") != NULL;
+    if (!any) {
+        feather_close(r);
+        return 0;
+    }
+    feather_write_options wo = {.overwrite = 1};
+    if (feather_writer_open(&w, out, &wo, &err)) {
+        feather_close(r);
+        return -1;
+    }
+    for (size_t i = 0; i < feather_count(r) && !bad; i++) {
+        const feather_tensor *t = feather_tensor_at(r, i);
+        char name[512];
+        snprintf(name, sizeof name, "%s", t->name);
+        for (char *l = strstr(name, "lora"); l; l = strstr(l, "lora")) l[3] = 'x';
+        bad = feather_writer_tensor(w, name, t->dtype, t->ndim, t->shape, &err) != FEATHER_OK;
+    }
+    bad = bad || feather_writer_begin(w, &err) != FEATHER_OK;
+    for (size_t i = 0; i < feather_writer_count(w) && !bad; i++) {
+        const void *data;
+        const feather_tensor *t = feather_tensor_at(r, i); /* declared in reader order */
+        bad = feather_tensor_data(r, t, &data, &err) != FEATHER_OK ||
+              feather_writer_write(w, data, (size_t)t->nbytes, &err) != FEATHER_OK;
+    }
+    if (bad) feather_writer_abort(w);
+    else bad = feather_writer_commit(w, &err) != FEATHER_OK;
+    feather_close(r);
+    return bad ? -1 : 1;
+}
+
 /* The real checkpoints (FEATHER_TESTDATA): from each, the GPU writes the bytes the CPU writes,
  * in every scale mode and both formats; where the CPU refuses a file (nothing to convert,
- * truncated, trailing bytes), the GPU refuses it with the same exit status. */
+ * truncated, trailing bytes), the GPU refuses it with the same exit status. LoRAs have
+ * nothing to convert, so their real factors are also compared in a copy that names them as
+ * plain linear weights. */
 TEST(gpu_quant_real_files_cpu_and_gpu_identical) {
     if (!tu_gpu_or_skip("GPU converter tests on real files")) return;
     DIR *d = opendir(test_real_dir());
@@ -794,30 +835,39 @@ TEST(gpu_quant_real_files_cpu_and_gpu_identical) {
                                        "--scale block:16 --format e4m3fn", "--scale absmax --format e4m3fn"};
     int files = 0, identical = 0, refused = 0;
     const struct dirent *e;
+    char copy[600];
+    snprintf(copy, sizeof copy, "%s", test_path("renamed.safetensors"));
     while ((e = readdir(d))) {
         const size_t l = strlen(e->d_name);
         if (l < 12 || strcmp(e->d_name + l - 12, ".safetensors") != 0) continue;
-        char in[1200], a[600], b[600];
-        snprintf(in, sizeof in, "%s/%s", test_real_dir(), e->d_name);
+        char orig[1200], a[600], b[600];
+        snprintf(orig, sizeof orig, "%s/%s", test_real_dir(), e->d_name);
         snprintf(a, sizeof a, "%s", test_path("cpu.safetensors"));
         snprintf(b, sizeof b, "%s", test_path("gpu.safetensors"));
-        files++;
-        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-            remove(a);
-            remove(b);
-            const int rc_cpu = convert_on("cpu", runs[i], in, a), rc_gpu = convert_on("gpu", runs[i], in, b);
-            if (rc_cpu != rc_gpu)
-                test_fail(__FILE__, __LINE__, "%s %s: exit status %d on the CPU, %d on the GPU", e->d_name, runs[i],
-                          rc_cpu, rc_gpu);
-            else if (rc_cpu != 0)
-                refused++;
-            else if (!tu_files_equal(a, b))
-                test_fail(__FILE__, __LINE__, "%s %s: the GPU's file differs from the CPU's", e->d_name, runs[i]);
-            else
-                identical++;
+        const int renamed = copy_lora_as_linear(orig, copy);
+        CHECK(renamed >= 0);
+        for (int pass = 0; pass < 1 + (renamed > 0); pass++) {
+            const char *in = pass ? copy : orig;
+            files++;
+            for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+                remove(a);
+                remove(b);
+                const int rc_cpu = convert_on("cpu", runs[i], in, a), rc_gpu = convert_on("gpu", runs[i], in, b);
+                if (rc_cpu != rc_gpu)
+                    test_fail(__FILE__, __LINE__, "%s%s %s: exit status %d on the CPU, %d on the GPU", e->d_name,
+                              pass ? " (renamed)" : "", runs[i], rc_cpu, rc_gpu);
+                else if (rc_cpu != 0)
+                    refused++;
+                else if (!tu_files_equal(a, b))
+                    test_fail(__FILE__, __LINE__, "%s%s %s: the GPU's file differs from the CPU's", e->d_name,
+                              pass ? " (renamed)" : "", runs[i]);
+                else
+                    identical++;
+            }
         }
     }
     closedir(d);
-    printf("    %d real files: %d conversions identical, %d refused alike\n", files, identical, refused);
+    printf("    %d real files (LoRAs also renamed): %d conversions identical, %d refused alike\n", files, identical,
+           refused);
     CHECK(identical > 0);
 }

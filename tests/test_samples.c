@@ -649,7 +649,7 @@ TEST(batch_convert_counts_skips_and_failures) {
     int rc = test_run("STUB_LOG='%s' FEATHER_CONVERT='%s' sh %s -j 2 -o '%s/out' '%s/in' -- --scale tensor", log,
                       stub_path, script, test_tmpdir(), test_tmpdir());
     CHECK_EQ_U(rc, 2);
-    CHECK_STR_CONTAINS(test_cmd_output(), "4 converted, 0 skipped, 1 failed");
+    CHECK_STR_CONTAINS(test_cmd_output(), "4 converted, 0 skipped, 0 with nothing to convert, 1 failed");
     CHECK_STR_CONTAINS(test_cmd_output(), "invalid"); /* the converter's message gets through */
     /* Five calls, each with the JSON flags and the options after --, none for outputs, hidden
      * files or shards. */
@@ -672,7 +672,7 @@ TEST(batch_convert_counts_skips_and_failures) {
     rc = test_run("STUB_LOG='%s' FEATHER_CONVERT='%s' sh %s -j 1 -o '%s/out' '%s/in'", log, stub_path, script,
                   test_tmpdir(), test_tmpdir());
     CHECK_EQ_U(rc, 2);
-    CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 4 skipped, 1 failed");
+    CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 4 skipped, 0 with nothing to convert, 1 failed");
     CHECK_EQ_U(count_lines(summary, "\"skipped\": 4"), 1);
 
     /* Without failures it succeeds; without -o the summary goes to stdout. */

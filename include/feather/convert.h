@@ -64,7 +64,8 @@ typedef struct feather_convert_options {
     feather_layout layout;
     const char *preset;            /* NULL or "auto": detect; "none": no preset */
     const char *const *include;    /* ERE: convert even if the preset keeps it (the name must
-                                      still end in .weight; shape and dtype rules apply) */
+                                      still end in .weight; shape and dtype rules apply;
+                                      embedding tables and LoRA factors stay kept) */
     size_t ninclude;
     const char *const *exclude;    /* ERE: keep at full precision (wins over include) */
     size_t nexclude;
@@ -91,8 +92,9 @@ typedef struct feather_plan feather_plan;
  * nothing is made (so that it can be shown), and feather_plan_check refuses it. */
 feather_status feather_plan_new(feather_plan **out, feather_reader *r,
                                 const feather_convert_options *o, feather_error *err);
-/* FEATHER_E_INVALID, with one line naming the input, when the plan converts, repacks or
- * requantises no tensor (feather_convert refuses such an input); else FEATHER_OK. */
+/* FEATHER_E_NOTHING, with one line naming the input (and saying so where it is a LoRA), when
+ * the plan converts, repacks or requantises no tensor (feather_convert refuses such an input);
+ * else FEATHER_OK. */
 feather_status feather_plan_check(const feather_plan *p, feather_error *err);
 void feather_plan_free(feather_plan *p);
 size_t feather_plan_count(const feather_plan *p);

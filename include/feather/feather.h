@@ -38,7 +38,9 @@ typedef enum feather_status {
     FEATHER_E_EXISTS,      /* output exists and overwriting was not requested */
     FEATHER_E_UNSUPPORTED, /* valid request this build or machine cannot do (e.g. no GPU) */
     FEATHER_E_MISMATCH,    /* verification found a difference (hash, values, threshold) */
-    FEATHER_E_CANCELLED    /* feather_cancel() was called */
+    FEATHER_E_CANCELLED,   /* feather_cancel() was called */
+    FEATHER_E_NOTHING      /* the input has nothing to convert: every tensor is kept (exit status 2,
+                              like invalid input; a batch may count it apart from failures) */
 } feather_status;
 
 #define FEATHER_ERROR_MAX 1024
