@@ -695,22 +695,13 @@ static feather_status write_index(conv *c, const char *output, char **shard_path
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-    char tmp[4200], dir[4096];
-    dir_of(output, dir, sizeof dir);
-    snprintf(tmp, sizeof tmp, "%s/.feather-index-XXXXXX", dir);
-    int fd = mkstemp(tmp);
-    feather_status st = FEATHER_OK;
-    if (fd < 0) {
-        st = feather_fail(err, FEATHER_E_IO, "%s: cannot create: %s", output, strerror(errno));
-    } else {
-        size_t len = strlen(text);
-        if (write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fchmod(fd, 0644) || fsync(fd))
-            st = feather_fail(err, FEATHER_E_IO, "%s: write failed: %s", output, strerror(errno));
-        close(fd);
-        if (!st && rename(tmp, output))
-            st = feather_fail(err, FEATHER_E_IO, "%s: rename failed: %s", output, strerror(errno));
-        if (st) unlink(tmp);
-    }
+    /* text and its newline, written like the shards (no name until whole, fsync'd, published;
+     * mode 0666 less the umask), replacing an older index: its existence was weighed before
+     * converting */
+    const size_t len = strlen(text);
+    text[len] = '\n'; /* cJSON_Print's terminator, no longer needed */
+    feather_write_options wo = {.overwrite = 1};
+    feather_status st = feather_write_file(output, text, len + 1, &wo, err);
     free(text);
     return st;
 }

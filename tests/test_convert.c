@@ -487,8 +487,17 @@ TEST(convert_sharded_and_zst_inputs_and_outputs) {
     snprintf(in, sizeof in, "%s/m.safetensors.index.json", dir);
     REQUIRE(feather_default_output(in, NULL, FEATHER_FP8_E5M2, 0, outp, sizeof outp, &err) == FEATHER_OK);
     CHECK_STR_CONTAINS(outp, "m-fp8e5m2.safetensors.index.json");
+    /* under a umask of 077 the index is private like its shards */
+    const mode_t um = umask(077);
     feather_status st = feather_convert(ctx, in, outp, &o, &res, &err);
+    umask(um);
     if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    struct stat si, s1;
+    char shard1[1300];
+    snprintf(shard1, sizeof shard1, "%s/m-00001-of-00003-fp8e5m2.safetensors", dir);
+    REQUIRE(stat(outp, &si) == 0 && stat(shard1, &s1) == 0);
+    CHECK_EQ_U(si.st_mode & 0777, 0600);
+    CHECK_EQ_U(s1.st_mode & 0777, 0600);
     feather_reader *a, *b;
     REQUIRE(feather_open(&a, in, 0, &err) == FEATHER_OK);
     REQUIRE(feather_open(&b, outp, 0, &err) == FEATHER_OK);
