@@ -7,6 +7,7 @@
 #include <cJSON.h>
 #include <math.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -376,9 +377,11 @@ int main(int argc, char **argv) {
         if (output && out_is_dir) {
             char dir[4096];
             output_dir(output, dir, sizeof dir);
-            if (stat(dir, &st) != 0 && mkdir(dir, 0777) != 0 && stat(dir, &st) != 0) {
+            /* (made by a parallel run in between: then it is there) */
+            const int made = stat(dir, &st) == 0 || mkdir(dir, 0777) == 0, why = made ? 0 : errno;
+            if (!made && stat(dir, &st) != 0) {
                 s = FEATHER_E_IO;
-                snprintf(err.message, sizeof err.message, "%.900s: cannot create directory", dir);
+                snprintf(err.message, sizeof err.message, "%.900s: cannot create directory: %s", dir, strerror(why));
             }
         }
         if (!s) s = output_name(inputs[n], output, out_is_dir, o.quant.format, zstd, outbuf, sizeof outbuf, &err);
