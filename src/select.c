@@ -136,12 +136,14 @@ static const feather_tensor *find_scale(feather_reader *r, const char *wname) {
                      "token_type_embeddings|wte|wpe|shared|embedding|embeddings|token_embedding|" \
                      "pos_embedding|position_embedding)\\.weight$"
 
-/* Factors of a LoRA (and its LoCon kin): PEFT's lora_A / lora_B (also with the adapter's name,
+/* Factors of a LoRA and its kin: PEFT's lora_A / lora_B (also with the adapter's name,
  * lora_A.default.weight), MLX's lora_a / lora_b, kohya's lora_down / lora_up / lora_mid,
- * diffusers' lora.down / lora.up and lora_linear_layer.down / .up. They are a low-rank update
- * that loaders apply beside the base weight (or merge into it) in its own dtype; none of them
- * reads a packed fp8 factor, so converting one makes a file nothing loads. */
-#define LORA_RE "(^|[._])lora(_[ABab]|_down|_up|_mid|\\.down|\\.up|_linear_layer\\.(down|up))(\\.[^.]+)?(\\.weight)?$"
+ * diffusers' lora.down / lora.up and lora_linear_layer.down / .up, and LyCORIS's LoHa
+ * (hada_w1_a … hada_t2) and LoKr (lokr_w1 … lokr_t2) factors. They are a low-rank update that
+ * loaders apply beside the base weight (or merge into it) in its own dtype; none of them reads a
+ * packed fp8 factor, so converting one makes a file nothing loads. */
+#define LORA_RE "(^|[._])(lora(_[ABab]|_down|_up|_mid|\\.down|\\.up|_linear_layer\\.(down|up))(\\.[^.]+)?(\\.weight)?|" \
+                "hada_(w[12]_[ab]|t[12])|lokr_(w[12](_[ab])?|t[12]))$"
 
 static int is_float16_or_32(feather_dtype d) { return d == FEATHER_F16 || d == FEATHER_BF16 || d == FEATHER_F32; }
 

@@ -240,9 +240,11 @@ TEST(select_lora_factor_names) {
         "unet.mid_block.attentions.0.proj_in.lora_linear_layer.up.weight",
         "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q_lora.up.weight",
         "model.layers.0.self_attn.v_proj.lora_a",
+        "lora_unet_single_blocks_0_linear1.hada_w1_a",
+        "lora_unet_single_blocks_0_linear1.lokr_w2",
     };
     static const char *const others[] = {"blocks.0.attn.qkv.weight", "model.floral.weight", "explora_A.weight",
-                                         "lora.weight", "layers.0.lora_gate.weight"};
+                                         "lora.weight", "layers.0.lora_gate.weight", "blocks.0.hada_w1_a.weight"};
     const size_t nf = sizeof factors / sizeof factors[0], no = sizeof others / sizeof others[0];
     tspec t[sizeof factors / sizeof factors[0] + sizeof others / sizeof others[0]];
     for (size_t i = 0; i < nf + no; i++) t[i] = (tspec){i < nf ? factors[i] : others[i - nf], FEATHER_F16, 2, {16, 32}};
