@@ -184,8 +184,8 @@ static feather_status check_options(const feather_convert_options *o, feather_er
 /* Decides one tensor. regexes: exclude[], include[], keep (preset, may be NULL). Returns 1 for
  * a LoRA factor, else 0. */
 static int decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
-                   const regex_t *inc, const regex_t *exc, const regex_t *keep, const regex_t *embedding,
-                   const regex_t *lora, const char *preset, int packed_in) {
+                  const regex_t *inc, const regex_t *exc, const regex_t *keep, const regex_t *embedding,
+                  const regex_t *lora, const char *preset, int packed_in) {
     const feather_tensor *t = e->tensor;
     char shp[128];
     shape_str(t, shp, sizeof shp);

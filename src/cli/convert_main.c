@@ -6,8 +6,8 @@
 
 #include <cJSON.h>
 #include <math.h>
-#include <stdlib.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -421,7 +421,11 @@ int main(int argc, char **argv) {
             cJSON *f = cJSON_CreateObject();
             cJSON_AddStringToObject(f, "input", inputs[n]);
             cJSON_AddStringToObject(f, "output", outbuf);
-            cJSON_AddStringToObject(f, "status", s == FEATHER_E_NOTHING ? "nothing to convert" : s ? "error" : res.skipped ? "skipped" : "converted");
+            cJSON_AddStringToObject(f, "status",
+                                    s == FEATHER_E_NOTHING ? "nothing to convert"
+                                    : s                    ? "error"
+                                    : res.skipped          ? "skipped"
+                                                           : "converted");
             cJSON_AddNumberToObject(f, "exit_status", rc);
             if (s) cJSON_AddStringToObject(f, "error", err.message);
             else {
