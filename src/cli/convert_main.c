@@ -5,8 +5,8 @@
 #include "feather/convert.h"
 
 #include <cJSON.h>
-#include <math.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
