@@ -147,7 +147,9 @@ const char *feather_device_name(feather_device d); /* "auto", "cpu", "gpu" */
 int feather_gpu_available(char *desc, size_t len);
 
 /* Resolves a request to CPU or GPU. AUTO without a usable GPU gives CPU and sets *fell_back
- * (may be NULL) to 1, with the reason in why; GPU without one fails with FEATHER_E_UNSUPPORTED. */
+ * (may be NULL) to 1, with the reason in why; GPU without one fails with FEATHER_E_UNSUPPORTED.
+ * Where a GPU was looked for and found, why (may be NULL) receives its description, as from
+ * feather_gpu_available. */
 feather_status feather_device_select(feather_device want, feather_device *got, int *fell_back,
                                      char *why, size_t len, feather_error *err);
 
