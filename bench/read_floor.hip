@@ -75,13 +75,16 @@ __global__ void fb_stage(const uint4 *p, size_t n, unsigned *out, size_t stage, 
  * a contiguous part of that run, R rows (R * BN 16-byte pieces over the warp's lanes, PER per
  * lane) per step and the next step's loads out before the current one is folded, as the skinny
  * kernels hold one super-step in flight beside the one in use; the first `warm` steps of each
- * warp are sent to L2 before the wait. */
+ * warp are sent to L2 before the wait. With CG > 1 the tile is CG adjacent sub-tiles of BN / CG
+ * columns read side by side, warp w the sub-tile w % CG over the (w / CG)-th part of the run:
+ * tiles wider than one warp's registers hold (a whole K/16 row of N columns at BN = N). */
 template <int PER>
-__global__ void fb_tiles(const uint4 *q, int N, int KB, int BN, int R, int warm, unsigned *out) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int seg = blockIdx.y * nw + warp, nseg = gridDim.y * nw;
+__global__ void fb_tiles(const uint4 *q, int N, int KB, int BN, int R, int warm, int CG, unsigned *out) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x >> 5) / CG;
+    const int seg = blockIdx.y * nw + warp / CG, nseg = gridDim.y * nw;
     const int lo = (int)((long long)seg * KB / nseg), hi = (int)((long long)(seg + 1) * KB / nseg);
-    const uint4 *col = q + (size_t)blockIdx.x * BN;
+    const uint4 *col = q + (size_t)blockIdx.x * BN + (size_t)(warp % CG) * (BN / CG);
+    BN /= CG;
     for (int r = lo; r < hi && r < lo + warm * R; r++)
         for (int c = lane * 8; c < BN; c += 256) fk_prefetch_l2(col + (size_t)r * N + c);
     fk_grid_wait();
@@ -154,24 +157,25 @@ extern "C" int fb_stage_launch(const void *p, size_t bytes, unsigned *out, int b
 }
 
 /* fb_tiles over an N x K weight (N % bn == 0, K % 16 == 0) in N / bn x splits blocks of
- * `warps` warps, back to back; out: one word per thread. Returns a CUDA error code
+ * `warps` warps (a multiple of cg, the sub-tiles per tile), back to back; out: one word per thread. Returns a CUDA error code
  * (cudaErrorLaunchOutOfResources where the block's registers do not fit). */
 extern "C" int fb_tiles_launch(const void *q, int n, int k, int bn, int splits, int warps, int rows, int warm,
-                               unsigned *out, void *stream) {
+                               int cg, unsigned *out, void *stream) {
+    if (cg < 1 || bn % cg || warps % cg) return (int)cudaErrorInvalidValue;
     FbLaunch l(dim3(n / bn, splits), dim3(warps * 32), 0, stream, true);
     const cudaLaunchConfig_t &cfg = l.cfg;
     const uint4 *p = (const uint4 *)q;
     const int kb = k / 16;
     cudaError_t e;
-    switch ((rows * bn + 31) / 32) {
-    case 1: e = cudaLaunchKernelEx(&cfg, fb_tiles<1>, p, n, kb, bn, rows, warm, out); break;
-    case 2: e = cudaLaunchKernelEx(&cfg, fb_tiles<2>, p, n, kb, bn, rows, warm, out); break;
-    case 3: e = cudaLaunchKernelEx(&cfg, fb_tiles<3>, p, n, kb, bn, rows, warm, out); break;
-    case 4: e = cudaLaunchKernelEx(&cfg, fb_tiles<4>, p, n, kb, bn, rows, warm, out); break;
-    case 6: e = cudaLaunchKernelEx(&cfg, fb_tiles<6>, p, n, kb, bn, rows, warm, out); break;
-    case 8: e = cudaLaunchKernelEx(&cfg, fb_tiles<8>, p, n, kb, bn, rows, warm, out); break;
-    case 12: e = cudaLaunchKernelEx(&cfg, fb_tiles<12>, p, n, kb, bn, rows, warm, out); break;
-    case 16: e = cudaLaunchKernelEx(&cfg, fb_tiles<16>, p, n, kb, bn, rows, warm, out); break;
+    switch ((rows * (bn / cg) + 31) / 32) {
+    case 1: e = cudaLaunchKernelEx(&cfg, fb_tiles<1>, p, n, kb, bn, rows, warm, cg, out); break;
+    case 2: e = cudaLaunchKernelEx(&cfg, fb_tiles<2>, p, n, kb, bn, rows, warm, cg, out); break;
+    case 3: e = cudaLaunchKernelEx(&cfg, fb_tiles<3>, p, n, kb, bn, rows, warm, cg, out); break;
+    case 4: e = cudaLaunchKernelEx(&cfg, fb_tiles<4>, p, n, kb, bn, rows, warm, cg, out); break;
+    case 6: e = cudaLaunchKernelEx(&cfg, fb_tiles<6>, p, n, kb, bn, rows, warm, cg, out); break;
+    case 8: e = cudaLaunchKernelEx(&cfg, fb_tiles<8>, p, n, kb, bn, rows, warm, cg, out); break;
+    case 12: e = cudaLaunchKernelEx(&cfg, fb_tiles<12>, p, n, kb, bn, rows, warm, cg, out); break;
+    case 16: e = cudaLaunchKernelEx(&cfg, fb_tiles<16>, p, n, kb, bn, rows, warm, cg, out); break;
     default: return (int)cudaErrorInvalidValue;
     }
     if (e != cudaSuccess) cudaGetLastError(); /* a launch that does not fit is an answer, not an error to keep */

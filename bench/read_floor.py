@@ -13,6 +13,7 @@ that size; the column tiles' best says what is left of it to a kernel that reads
 
     make GPU=cuda read-floor bench-gpu
     python3 bench/read_floor.py --floor BUILD/libread_floor.so --lib BUILD/libfeather_kernels.so [--peak TB/s]
+        [--shapes NxK,...] [--wide]
 """
 import argparse
 import ctypes
@@ -30,15 +31,24 @@ PEAKS = {"H100": 3.35, "H200": 4.8}  # TB/s of HBM, by a word of the device's na
 STAGE_SM = 226 << 10  # shared memory per multiprocessor on Hopper, less the runtime's 1 KB per block
 
 
-def column_tiles(fl, n, k, buf, out):
+def column_tiles(fl, n, k, buf, out, wide):
     """fb_tiles' launches for an n x k weight: ("tiles", columns per tile, K splits, warps, rows per
-    step, warm-up steps), from 100 to 270 blocks, each warp 2 steps or more; those whose
-    registers do not fit are left out (tried once, outside any graph)."""
-    cands = [("tiles", bn, s, w, r, warm)
+    step, warm-up steps, sub-tiles per tile), from 100 to 270 blocks, each warp 2 steps or more;
+    with wide, also tiles of 768 columns up to whole rows (N), read as 2-32 sub-tiles side by
+    side; those whose registers do not fit are left out (tried once, outside any graph)."""
+    cands = [("tiles", bn, s, w, r, warm, 1)
              for bn, s, w, r, warm in itertools.product((24, 48, 64, 96, 128, 192, 384), (1, 2, 3, 4, 6, 8, 12, 16),
                                                       (6, 8, 12, 24), (1, 2, 4, 8), (0, 2))
              if n % bn == 0 and 100 <= n // bn * s <= 270 and r * bn >= 32 and -(-r * bn // 32) in (1, 2, 3, 4, 6, 8, 12, 16)
              and k // 16 // (s * w) >= 2 * r]
+    if wide:
+        splits = sorted(set(range(1, 271)))
+        cands += [("tiles", bn, s, cg * kw, r, warm, cg)
+                  for bn, cg, kw, r, warm, s in itertools.product(sorted({768, 1024, 1536, 2048, 3072, 4096, n}), (2, 4, 8, 16, 32), (1, 2, 3),
+                                                                 (1, 2), (0, 2), splits)
+                  if bn <= n and n % bn == 0 and bn % cg == 0 and bn // cg in (24, 32, 48, 64, 96, 128, 192, 256, 384) and cg * kw <= 32
+                  and n // bn * s in (128, 132, 264) and -(-r * (bn // cg) // 32) in (1, 2, 3, 4, 6, 8, 12, 16)
+                  and k // 16 // (s * kw) >= 2 * r]
     ok = [c for c in cands if fl.fb_tiles_launch(buf.data_ptr(), n, k, *c[1:], out.data_ptr(), None) == 0]
     torch.cuda.synchronize()
     return ok
@@ -56,6 +66,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dump", help="also write every launch shape's time to this JSON file")
     ap.add_argument("--peak", type=float, help="HBM bandwidth in TB/s (default: by the device's name)")
+    ap.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES), help="N x K of the weights")
+    ap.add_argument("--wide", action="store_true", help="also tiles of 768 columns up to whole K/16 rows")
     args = ap.parse_args()
     name = torch.cuda.get_device_name()
     peak = args.peak or next((v for k, v in PEAKS.items() if k in name), None)
@@ -67,7 +79,7 @@ def main():
     fl.fb_read_launch.restype = ci
     fl.fb_stage_launch.argtypes = [vp, sz, vp, ci, ci, sz, ci, vp]
     fl.fb_stage_launch.restype = ci
-    fl.fb_tiles_launch.argtypes = [vp, ci, ci, ci, ci, ci, ci, ci, vp, vp]
+    fl.fb_tiles_launch.argtypes = [vp, ci, ci, ci, ci, ci, ci, ci, ci, vp, vp]
     fl.fb_tiles_launch.restype = ci
     sms = fl.fb_sm_count()
     lib = gb.load(args.lib)
@@ -88,7 +100,7 @@ def main():
           "stage: blocks/SM, threads, bytes, early) "
           "| ours M = 1 µs | % | ours M = 16 µs | % | floor / ours M = 1 | floor / ours M = 16 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for n, k in SHAPES:
+    for n, k in (tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")):
         nbytes = n * k
         best = {}
         configs = reads + [("stage", g, t, st, e) for g, t, st, e in itertools.product(
@@ -96,7 +108,7 @@ def main():
             if g * t <= 1024 and st <= stage_share(nbytes, sms, g) and 2 * g * st <= STAGE_SM]
         probs = {m: gb.Problem(m, n, k, "tensor", 0, dev) for m in (1, 16)}
         copies = gb.rotating_copies(probs[1].packed, 20)
-        configs += column_tiles(fl, n, k, copies[0], out)
+        configs += column_tiles(fl, n, k, copies[0], out, args.wide)
         for _ in range(args.rounds):
             for c in configs:
 
@@ -125,6 +137,11 @@ def main():
               f"| {best[16]:.2f} | {pct(best[16]):.1f} % | {f / best[1]:.2f} | {f / best[16]:.2f} |", flush=True)
         tiled.append(f"| {n}×{k} | {f:.2f} ({pct(f):.1f} %) | {best[ct]:.2f} ({pct(best[ct]):.1f} %) | {ct[1:]} "
                      f"| {best[1]:.2f} ({pct(best[1]):.1f} %) | {best[16]:.2f} ({pct(best[16]):.1f} %) |")
+        if args.wide:
+            # the best launch at each tile width: what the width alone gives
+            for bn in sorted({c[1] for c in configs if c[0] == "tiles"}):
+                cb = min((c for c in configs if c[0] == "tiles" and c[1] == bn), key=lambda c: best[c])
+                print(f"#   tiles of {bn} columns: {best[cb]:.2f} µs ({pct(best[cb]):.1f} %) {cb[1:]}")
         top = sorted((c for c in configs if c[0] != "tiles"), key=lambda c: best[c])[:5]
         print("#   next best: " + "; ".join(f"{c} {best[c]:.2f}" for c in top[1:]))
         nopdl = [c for c in configs if c[0] == "read" and not c[5]]
@@ -135,7 +152,7 @@ def main():
         dump[f"{n}x{k}"] = {str(c): best[c] for c in best}
     print("\nThe packed weight read in column tiles (fb_tiles), as a product over it reads it:")
     print("| N×K | contiguous floor µs (%) | column tiles µs (%) | their columns, K splits, warps, rows per step, "
-          "warm-up steps | ours M = 1 µs (%) | ours M = 16 µs (%) |")
+          "warm-up steps, sub-tiles | ours M = 1 µs (%) | ours M = 16 µs (%) |")
     print("|---|---|---|---|---|---|")
     print("\n".join(tiled))
     if args.dump:
