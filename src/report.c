@@ -46,12 +46,18 @@ static void add_num(cJSON *o, const char *k, double v) {
     else cJSON_AddNullToObject(o, k);
 }
 
+int feather_report_ok(const feather_verify_report *r) {
+    return !r->file_problem[0] && !r->problems && !r->threshold_failures;
+}
+
 char *feather_report_json(const feather_verify_report *r) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "file", r->path);
     if (r->reference[0]) cJSON_AddStringToObject(root, "reference", r->reference);
     if (r->device[0]) cJSON_AddStringToObject(root, "device", r->device);
+    if (r->file_problem[0]) cJSON_AddStringToObject(root, "file_problem", r->file_problem);
     cJSON *sum = cJSON_AddObjectToObject(root, "summary");
+    cJSON_AddBoolToObject(sum, "ok", feather_report_ok(r));
     cJSON_AddNumberToObject(sum, "tensors", (double)r->count);
     cJSON_AddNumberToObject(sum, "problems", (double)r->problems);
     cJSON_AddNumberToObject(sum, "threshold_failures", (double)r->threshold_failures);
@@ -258,9 +264,14 @@ char *feather_report_html(const feather_verify_report *r) {
         html_text(&b, r->device);
         sb_printf(&b, "<br>");
     }
-    int ok = !r->problems && !r->threshold_failures;
-    sb_printf(&b, "<b class=\"%s\">%s</b>: %zu tensors, %zu with problems, %zu under the thresholds.",
-              ok ? "ok" : "fail", ok ? "PASS" : "FAIL", r->count, r->problems, r->threshold_failures);
+    int ok = feather_report_ok(r);
+    sb_printf(&b, "<b class=\"%s\">%s</b>: ", ok ? "ok" : "fail", ok ? "PASS" : "FAIL");
+    if (r->file_problem[0]) {
+        html_text(&b, r->file_problem);
+        sb_printf(&b, ". ");
+    }
+    sb_printf(&b, "%zu tensors, %zu with problems, %zu under the thresholds.", r->count, r->problems,
+              r->threshold_failures);
     if (r->bytes_reference)
         sb_printf(&b, " Size %.1f MB &rarr; %.1f MB (%.1f%% saved).", r->bytes_reference / 1e6, r->bytes_converted / 1e6,
                   100.0 * (1.0 - (double)r->bytes_converted / (double)r->bytes_reference));

@@ -486,10 +486,9 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
     rep->tensors = calloc(feather_count(r) + (ref ? feather_count(ref) : 0) + 1, sizeof *rep->tensors);
     if (!rep->tensors) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
 
-    /* File-level problems are reported as an entry named after the file, first; its slot is
-     * kept until the reference's hash is known (after the tensors) and dropped if unused. */
-    feather_verify_tensor *file_entry = &rep->tensors[rep->count++];
-    snprintf(file_entry->name, sizeof file_entry->name, "(file %s)", path);
+    /* Problems with the file itself, noted as a tensor's are (the first kept), then reported
+     * apart from the tensors. */
+    feather_verify_tensor file_entry_store = {0}, *file_entry = &file_entry_store;
     for (unsigned s = 0; s < feather_shard_count(r); s++) {
         char why[300];
         if (parse_layout(r, s, &li[s], why, sizeof why))
@@ -673,7 +672,8 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
             problem(vt, "in the reference but missing from the converted file");
         }
     }
-    if (!file_entry->problem[0]) memmove(rep->tensors, rep->tensors + 1, --rep->count * sizeof *rep->tensors);
+    _Static_assert(sizeof rep->file_problem == sizeof file_entry->problem, "the file's problem is kept whole");
+    memcpy(rep->file_problem, file_entry->problem, sizeof rep->file_problem);
 
     /* Verdicts and summary. */
     double *snr = calloc(rep->count + 1, sizeof(double));
@@ -705,7 +705,9 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
     }
     free(snr);
     rep->seconds = feather_now_s() - t0;
-    if (rep->problems || rep->threshold_failures)
+    if (rep->file_problem[0])
+        st = feather_fail(err, FEATHER_E_MISMATCH, "%s", rep->file_problem);
+    else if (rep->problems || rep->threshold_failures)
         st = feather_fail(err, FEATHER_E_MISMATCH, "%s: %zu tensor(s) with problems, %zu under the thresholds", path,
                           rep->problems, rep->threshold_failures);
 out:

@@ -182,8 +182,10 @@ TEST(verify_reports_swapped_tensors_wrong_scale_and_wrong_reference) {
     r = NULL;
     CHECK(verify(conv, other, &r) == FEATHER_E_MISMATCH);
     REQUIRE(r);
-    CHECK(r->count && strstr(r->tensors[0].problem, "does not match"));
+    CHECK_STR_CONTAINS(r->file_problem, "does not match");
+    CHECK(!feather_report_ok(r));
     CHECK_STR_CONTAINS(problem_of(r, "l0.norm.weight"), "differs from the reference");
+    for (size_t i = 0; i < r->count; i++) CHECK(r->tensors[i].name[0] != '('); /* tensors only */
     feather_verify_report_free(r);
 }
 
@@ -313,6 +315,19 @@ TEST(verify_cli_reports_spare_checkpoints_and_inputs) {
     CHECK_STR_CONTAINS(test_cmd_output(), "o.safetensors: not a feather output (no feather.format metadata)\n");
     CHECK_STR_CONTAINS(test_cmd_output(), "FAILED: 5 tensors, problems with the file;");
     CHECK(!strstr(test_cmd_output(), "tensor '(file"));
+    /* and in the reports, the file's problem apart from the tensors, which it is not one of */
+    CHECK_EQ_U(test_run("%s/feather-verify --json - %s 2>/dev/null", bin, orig), 1);
+    root = cJSON_Parse(test_cmd_output());
+    REQUIRE(root);
+    const cJSON *fp = cJSON_GetObjectItemCaseSensitive(root, "file_problem");
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(root, "summary");
+    CHECK(cJSON_IsString(fp) && strstr(fp->valuestring, "not a feather output"));
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(sum, "ok")));
+    CHECK_EQ_U(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "tensors")), 5);
+    CHECK_EQ_U((unsigned)cJSON_GetObjectItemCaseSensitive(sum, "tensors")->valuedouble, 5);
+    cJSON_Delete(root);
+    CHECK_EQ_U(test_run("%s/feather-verify --csv - %s 2>/dev/null", bin, orig), 1);
+    CHECK(!strstr(test_cmd_output(), "(file"));
 }
 
 /* The HTML report renders in a real browser: headless Chromium takes a screenshot of it. */

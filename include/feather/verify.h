@@ -46,11 +46,13 @@ typedef struct feather_verify_tensor {
 typedef struct feather_verify_report {
     char path[4096];
     char reference[4096];
+    char file_problem[512];   /* a problem with the file itself (not a feather output, metadata
+                                 that does not match, a reference it was not converted from):
+                                 the first found, naming the file or shard; empty when none */
     size_t count;
-    feather_verify_tensor *tensors; /* model (file) order; problems with the file itself (not a
-                                       feather output, metadata that does not match) come first,
-                                       as an entry named "(file PATH)" */
-    size_t problems;          /* entries with a problem */
+    feather_verify_tensor *tensors; /* the tensors, in model (file) order, then those of the
+                                       reference missing from the converted file */
+    size_t problems;          /* tensors with a problem */
     size_t threshold_failures;
     uint64_t bytes_converted, bytes_reference;
     size_t measured;
@@ -59,13 +61,16 @@ typedef struct feather_verify_report {
     double seconds;
 } feather_verify_report;
 
-/* Runs the checks. Returns FEATHER_OK when every check passed, FEATHER_E_MISMATCH when some
- * tensor failed (the report says which), another status when verification could not run
+/* Runs the checks. Returns FEATHER_OK when every check passed, FEATHER_E_MISMATCH when the file
+ * or some tensor failed (the report says which), another status when verification could not run
  * (unreadable file, bad options). *out is set whenever a report exists; free it with
  * feather_verify_report_free. */
 feather_status feather_verify(feather_ctx *ctx, const char *converted, const feather_verify_options *o,
                               feather_verify_report **out, feather_error *err);
 void feather_verify_report_free(feather_verify_report *r);
+
+/* 1 when the file and every tensor passed (no problem, no threshold failed), else 0. */
+int feather_report_ok(const feather_verify_report *r);
 
 /* The report's tensors ordered worst first: problems, then lowest SNR. malloc'd array. */
 const feather_verify_tensor **feather_report_sorted(const feather_verify_report *r);

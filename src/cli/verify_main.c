@@ -353,21 +353,19 @@ static void print_report(const feather_verify_report *r, const options *o) {
             rows++;
         }
     }
-    /* the entry of the file's own problems, whose text names the file (or shard) already */
-    const int file_entry = r->count && !strncmp(r->tensors[0].name, "(file ", 6);
+    /* the file's own problem, whose text names the file (or shard) already */
+    if (r->file_problem[0]) fprintf(stderr, "%s\n", r->file_problem);
     for (size_t i = 0; i < r->count; i++)
-        if (v[i]->problem[0] && file_entry && v[i] == &r->tensors[0]) fprintf(stderr, "%s\n", v[i]->problem);
-        else if (v[i]->problem[0]) fprintf(stderr, "%s: tensor '%s': %s\n", r->path, v[i]->name, v[i]->problem);
+        if (v[i]->problem[0]) fprintf(stderr, "%s: tensor '%s': %s\n", r->path, v[i]->name, v[i]->problem);
         else if (v[i]->failed_threshold && o->quiet)
             fprintf(stderr, "%s: tensor '%s': under the threshold (SNR %.2f dB)\n", r->path, v[i]->name,
                     v[i]->output_measured ? v[i]->output_snr_db : v[i]->weight_snr_db);
     free(v);
     char a[32], b[32];
-    int ok = !r->problems && !r->threshold_failures;
-    const size_t tensors = r->count - file_entry, bad = r->problems - (file_entry && r->tensors[0].problem[0]);
-    printf("%s: %s: %zu tensor%s", r->path, ok ? "OK" : "FAILED", tensors, tensors == 1 ? "" : "s");
-    if (file_entry && r->tensors[0].problem[0]) printf(", problems with the file");
-    if (bad) printf(", %zu with problems", bad);
+    int ok = feather_report_ok(r);
+    printf("%s: %s: %zu tensor%s", r->path, ok ? "OK" : "FAILED", r->count, r->count == 1 ? "" : "s");
+    if (r->file_problem[0]) printf(", problems with the file");
+    if (r->problems) printf(", %zu with problems", r->problems);
     if (r->threshold_failures) printf(", %zu under the thresholds", r->threshold_failures);
     if (r->measured) {
         human(r->bytes_reference, a, sizeof a);
