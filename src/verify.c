@@ -39,14 +39,18 @@ void feather_verify_report_free(feather_verify_report *r) {
     free(r);
 }
 
-static void problem(feather_verify_tensor *t, const char *fmt, ...) FEATHER_PRINTF(2, 3);
-static void problem(feather_verify_tensor *t, const char *fmt, ...) {
-    if (t->problem[0]) return; /* the first problem found is the one reported */
+/* A problem into dst (a tensor's, the file's, or one noted for later), unless one is there:
+ * the first problem found is the one reported. */
+static void note(char *dst, size_t len, const char *fmt, ...) FEATHER_PRINTF(3, 4);
+static void note(char *dst, size_t len, const char *fmt, ...) {
+    if (dst[0]) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t->problem, sizeof t->problem, fmt, ap);
+    vsnprintf(dst, len, fmt, ap);
     va_end(ap);
 }
+#define problem(t, ...) note((t)->problem, sizeof (t)->problem, __VA_ARGS__)
+#define file_problem(rep, ...) note((rep)->file_problem, sizeof (rep)->file_problem, __VA_ARGS__)
 
 /* ---------------------------------------------------------------- the file's description */
 
@@ -415,16 +419,6 @@ static feather_status weight_end(vstate *v, weight_run *w, feather_verify_tensor
 
 /* ---------------------------------------------------------------- integrity */
 
-/* Notes a problem for later (problems are reported in a fixed order, the first one kept). */
-static void note(char *buf, size_t len, const char *fmt, ...) FEATHER_PRINTF(3, 4);
-static void note(char *buf, size_t len, const char *fmt, ...) {
-    if (buf[0]) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 static int shape_is(const feather_tensor *t, unsigned nd, uint64_t a, uint64_t b, uint64_t c) {
     if (t->ndim != nd) return 0;
     uint64_t s[3] = {a, b, c};
@@ -483,16 +477,13 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                  desc[0] ? ": " : "", desc);
         v.act = act;
     }
-    rep->tensors = calloc(feather_count(r) + (ref ? feather_count(ref) : 0) + 1, sizeof *rep->tensors);
+    rep->tensors = calloc(feather_count(r) + (ref ? feather_count(ref) : 0) + 1, sizeof *rep->tensors); /* never 0 */
     if (!rep->tensors) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
 
-    /* Problems with the file itself, noted as a tensor's are (the first kept), then reported
-     * apart from the tensors. */
-    feather_verify_tensor file_entry_store = {0}, *file_entry = &file_entry_store;
     for (unsigned s = 0; s < feather_shard_count(r); s++) {
         char why[300];
         if (parse_layout(r, s, &li[s], why, sizeof why))
-            problem(file_entry, "%s: %s", feather_shard_path(r, s), why);
+            file_problem(rep, "%s: %s", feather_shard_path(r, s), why);
     }
     /* The reference's shard hashes are taken along the way, as the original tensors come up. */
     if (ref) {
@@ -658,8 +649,8 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         for (unsigned s = 0; s < feather_shard_count(r); s++) {
             const char *rec = feather_metadata_get(r, s, "feather.source_xxh3");
             if (!source_matches(ref, ref_hashes, rec))
-                problem(file_entry, "the reference %s does not match: %s was converted from a file with XXH3 %s",
-                        o->reference, feather_shard_path(r, s), rec ? rec : "(none recorded)");
+                file_problem(rep, "the reference %s does not match: %s was converted from a file with XXH3 %s",
+                             o->reference, feather_shard_path(r, s), rec ? rec : "(none recorded)");
         }
         /* tensors of the original that did not make it into the conversion */
         for (size_t i = 0; i < feather_count(ref); i++) {
@@ -672,8 +663,6 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
             problem(vt, "in the reference but missing from the converted file");
         }
     }
-    _Static_assert(sizeof rep->file_problem == sizeof file_entry->problem, "the file's problem is kept whole");
-    memcpy(rep->file_problem, file_entry->problem, sizeof rep->file_problem);
 
     /* Verdicts and summary. */
     double *snr = calloc(rep->count + 1, sizeof(double));
