@@ -26,4 +26,8 @@ void cli_print_version(void);
 /* Seconds on the monotonic clock (progress lines and timings). */
 double cli_now_s(void);
 
+struct stat;
+/* Whether two stat results are one file (device and inode). */
+int cli_same_inode(const struct stat *a, const struct stat *b);
+
 #endif

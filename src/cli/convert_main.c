@@ -164,10 +164,6 @@ static feather_status output_name(const char *input, const char *output, int out
     return feather_default_output(input, output ? dir : NULL, fmt, zstd, buf, len, err);
 }
 
-static int same_inode(const struct stat *x, const struct stat *y) {
-    return x->st_dev == y->st_dev && x->st_ino == y->st_ino;
-}
-
 /* Two different inputs whose outputs have one name (`-o DIR/` with a/model.safetensors and
  * b/model.safetensors) would have the second replace the first's output (with --force) or fail
  * after it; an output that is another input of the run would replace it before it is read. Both
@@ -195,8 +191,8 @@ static int outputs_clash(const char *const *inputs, size_t n, const char *output
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++)
         for (size_t j = 0; j < n && !rc; j++) {
-            if (j == i || !t[i].out[0] || (t[i].has_in && t[j].has_in && same_inode(&t[i].in, &t[j].in))) continue;
-            if (t[i].has_os && t[j].has_in && same_inode(&t[i].os, &t[j].in))
+            if (j == i || !t[i].out[0] || (t[i].has_in && t[j].has_in && cli_same_inode(&t[i].in, &t[j].in))) continue;
+            if (t[i].has_os && t[j].has_in && cli_same_inode(&t[i].os, &t[j].in))
                 rc = cli_usage_error("the output of %s, %s, is the input %s", inputs[i], t[i].out, inputs[j]);
             else if (j > i && !strcmp(t[i].out, t[j].out))
                 rc = cli_usage_error("%s and %s would both be written to %s: convert them into different directories",

@@ -66,7 +66,7 @@ static int parse_double(const char *s, double *out) {
 
 static int same_file(const char *a, const char *b) {
     struct stat x, y;
-    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && cli_same_inode(&x, &y);
 }
 
 /* A report is written over `path`: not over a checkpoint (`--json model.safetensors`, as if
@@ -291,8 +291,6 @@ static void human(uint64_t b, char *buf, size_t len) {
 
 /* Where a report named "-" goes: standard output as it was when the program started (main). */
 static FILE *report_out;
-
-
 
 /* Writes a report whole or not at all, as the writer writes checkpoints (an interrupted or
  * failed write leaves any earlier report as it was). */
