@@ -2,8 +2,9 @@
  *
  * A tensor is converted when it is the 2-D weight of a linear layer in a float dtype whose
  * shape the kernel takes (N a multiple of 8, K of 16: feather_gemm_supported), not an embedding
- * table or a LoRA factor, and neither a preset nor --exclude keeps it. Everything else is
- * copied byte for byte, and the plan says why. */
+ * table or a LoRA factor, not a part of a full checkpoint other than its diffusion model, and
+ * neither a preset nor --exclude keeps it. Everything else is copied byte for byte, and the plan
+ * says why. */
 #include "internal.h"
 #include "feather/convert.h"
 
@@ -145,6 +146,23 @@ static const feather_tensor *find_scale(feather_reader *r, const char *wname) {
 #define LORA_RE "(^|[._])(lora(_[ABab]|_down|_up|_mid|\\.down|\\.up|_linear_layer\\.(down|up))(\\.[^.]+)?(\\.weight)?|" \
                 "hada_(w[12]_[ab]|t[12])|lokr_(w[12](_[ab])?|t[12]))$"
 
+/* A full checkpoint holds the diffusion model under this prefix beside its text encoders and VAE
+ * (text_encoders., conditioner., cond_stage_model., first_stage_model., …). The kernel is for the
+ * diffusion model, the one part run at every step: the fp8 loaders take it out of such a file
+ * (stripping the prefix, dropping the rest), while the text encoders and the VAE are loaded from
+ * the same file by stock modules that read no packed weight, and run once per prompt or image. */
+#define DIFFUSION_PREFIX "model.diffusion_model."
+
+/* Whether the reader is a full checkpoint: some tensors under the diffusion prefix, some not. */
+static int is_full_checkpoint(feather_reader *r) {
+    int in = 0, out = 0;
+    for (size_t i = 0; i < feather_count(r) && !(in && out); i++) {
+        if (!strncmp(feather_tensor_at(r, i)->name, DIFFUSION_PREFIX, sizeof DIFFUSION_PREFIX - 1)) in = 1;
+        else out = 1;
+    }
+    return in && out;
+}
+
 static int is_float16_or_32(feather_dtype d) { return d == FEATHER_F16 || d == FEATHER_BF16 || d == FEATHER_F32; }
 
 /* Whether the input is a feather packed file: its fp8 weights are [K/16, N, 16]. */
@@ -185,7 +203,7 @@ static feather_status check_options(const feather_convert_options *o, feather_er
  * a LoRA factor, else 0. */
 static int decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
                   const regex_t *inc, const regex_t *exc, const regex_t *keep, const regex_t *embedding,
-                  const regex_t *lora, const char *preset, int packed_in) {
+                  const regex_t *lora, const char *preset, int packed_in, int full) {
     const feather_tensor *t = e->tensor;
     char shp[128];
     shape_str(t, shp, sizeof shp);
@@ -229,6 +247,11 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         }
     int included = 0;
     for (size_t i = 0; i < o->ninclude && !included; i++) included = name_matches(&inc[i], t->name);
+    if (!included && full && !fp8 && strncmp(t->name, DIFFUSION_PREFIX, sizeof DIFFUSION_PREFIX - 1)) {
+        set(e, FEATHER_KEEP, "%s %s outside the diffusion model (" DIFFUSION_PREFIX ") of a full checkpoint: text "
+                             "encoders and VAE load with stock modules", dt, shp);
+        return 0;
+    }
     if (!included && keep && name_matches(keep, t->name) && !fp8) {
         set(e, FEATHER_KEEP, "preset %s keeps this layer at full precision", preset);
         return 0;
@@ -309,10 +332,10 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     p->n = feather_count(r);
     p->e = calloc(p->n ? p->n : 1, sizeof *p->e);
     if (!p->e) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
-    int packed_in = input_is_packed(r);
+    int packed_in = input_is_packed(r), full = is_full_checkpoint(r);
     for (size_t i = 0; i < p->n; i++) {
         p->e[i].tensor = feather_tensor_at(r, i);
-        p->lora += (size_t)decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, &embedding, &lora, p->preset, packed_in);
+        p->lora += (size_t)decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, &embedding, &lora, p->preset, packed_in, full);
     }
     /* Scale tensors consumed by a repacked/requantised weight, and metadata tensors that the
      * output regenerates, are dropped from the copy. */

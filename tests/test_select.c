@@ -268,3 +268,70 @@ TEST(select_lora_factor_names) {
     feather_plan_free(p);
     feather_close(r);
 }
+
+/* A full checkpoint: only the diffusion model converts; its text encoders and VAE stay as they
+ * are unless --include names them; a file whose every tensor has the prefix is not one. */
+TEST(select_full_checkpoint_converts_its_diffusion_model) {
+#define DM "model.diffusion_model."
+#define T5 "text_encoders.t5xxl.transformer.encoder.block.0.layer.0.SelfAttention.q.weight"
+#define CLIP "text_encoders.clip_l.transformer.text_model.encoder.layers.0.mlp.fc1.weight"
+    static const tspec t[] = {
+        {DM "img_in.weight", FEATHER_BF16, 2, {64, 64}},
+        {DM "double_blocks.0.img_attn.qkv.weight", FEATHER_BF16, 2, {192, 64}},
+        {DM "single_blocks.0.linear1.weight", FEATHER_BF16, 2, {448, 64}},
+        {T5, FEATHER_BF16, 2, {64, 64}},
+        {CLIP, FEATHER_F16, 2, {256, 64}},
+        {"text_encoders.t5xxl.transformer.shared.weight", FEATHER_BF16, 2, {320, 64}},
+        {"first_stage_model.decoder.mid.attn_1.q.weight", FEATHER_F32, 4, {32, 32, 1, 1}},
+        {"first_stage_model.decoder.mid.attn_1.proj.weight", FEATHER_F32, 2, {32, 32}},
+    };
+    const size_t n = sizeof t / sizeof t[0];
+    const char *path = test_path("full.safetensors");
+    REQUIRE(tu_write_model(path, t, n, 3, NULL) == 0);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    feather_reader *r;
+    feather_plan *p = plan_for(path, &o, &r);
+    REQUIRE(p);
+    CHECK(!strcmp(feather_plan_preset(p), "flux"));
+    CHECK(entry(p, DM "double_blocks.0.img_attn.qkv.weight")->action == FEATHER_CONVERT);
+    CHECK(entry(p, DM "single_blocks.0.linear1.weight")->action == FEATHER_CONVERT);
+    CHECK_STR_CONTAINS(entry(p, DM "img_in.weight")->reason, "preset flux");
+    const char *outside[] = {T5, CLIP, "first_stage_model.decoder.mid.attn_1.proj.weight"};
+    for (size_t i = 0; i < 3; i++) {
+        const feather_plan_entry *e = entry(p, outside[i]);
+        CHECK(e->action == FEATHER_KEEP);
+        CHECK_STR_CONTAINS(e->reason, "outside the diffusion model (model.diffusion_model.) of a full checkpoint");
+    }
+    /* The rules that come first still give their own reasons. */
+    CHECK_STR_CONTAINS(entry(p, "text_encoders.t5xxl.transformer.shared.weight")->reason, "embedding table");
+    CHECK_STR_CONTAINS(entry(p, "first_stage_model.decoder.mid.attn_1.q.weight")->reason, "4-D");
+    feather_plan_free(p);
+    feather_close(r);
+
+    /* --include converts a text encoder anyway; the other stays. */
+    const char *inc[] = {"^text_encoders\\.t5xxl\\."};
+    o.include = inc;
+    o.ninclude = 1;
+    p = plan_for(path, &o, &r);
+    REQUIRE(p);
+    CHECK(entry(p, T5)->action == FEATHER_CONVERT);
+    CHECK_STR_CONTAINS(entry(p, T5)->reason, "--include");
+    CHECK(entry(p, CLIP)->action == FEATHER_KEEP);
+    feather_plan_free(p);
+    feather_close(r);
+
+    /* The diffusion model alone, prefix and all: every linear weight is decided as before. */
+    REQUIRE(tu_write_model(path, t, 3, 3, NULL) == 0);
+    feather_convert_defaults(&o);
+    p = plan_for(path, &o, &r);
+    REQUIRE(p);
+    for (size_t i = 0; i < feather_plan_count(p); i++)
+        CHECK(!strstr(feather_plan_at(p, i)->reason, "outside the diffusion model"));
+    CHECK(entry(p, DM "double_blocks.0.img_attn.qkv.weight")->action == FEATHER_CONVERT);
+    feather_plan_free(p);
+    feather_close(r);
+#undef DM
+#undef T5
+#undef CLIP
+}
