@@ -300,8 +300,74 @@ static void sdxl_transformer(model *m, const char *p, uint64_t c, uint64_t ctx) 
     linear(m, p, "proj_out", c, c, 1);
 }
 
-/* SDXL UNet in the checkpoint layout (model.diffusion_model.*) at one channel width c = h:
- * --blocks encoder levels, the middle block and as many decoder levels. */
+/* SDXL's first text encoder (CLIP ViT-L, Hugging Face names) at width w, --blocks layers. */
+static void sdxl_clip_l(model *m, const char *p, uint64_t w) {
+    char q[300], l[300];
+    fmt(q, sizeof q, "%s.transformer.text_model", p);
+    add(m, V_WEIGHT, q, "embeddings.token_embedding.weight", SHAPE(1024, w));
+    add(m, V_PARAM, q, "embeddings.position_embedding.weight", SHAPE(77, w));
+    for (unsigned i = 0; i < m->blocks; i++) {
+        fmt(l, sizeof l, "%s.encoder.layers.%u", q, i);
+        layernorm(m, l, "layer_norm1", w);
+        linear(m, l, "self_attn.q_proj", w, w, 1);
+        linear(m, l, "self_attn.k_proj", w, w, 1);
+        linear(m, l, "self_attn.v_proj", w, w, 1);
+        linear(m, l, "self_attn.out_proj", w, w, 1);
+        layernorm(m, l, "layer_norm2", w);
+        linear(m, l, "mlp.fc1", 4 * w, w, 1);
+        linear(m, l, "mlp.fc2", w, 4 * w, 1);
+    }
+    layernorm(m, q, "final_layer_norm", w);
+}
+
+/* SDXL's second text encoder (OpenCLIP ViT-bigG, open_clip names: a fused in_proj_weight, a
+ * bare text_projection and logit_scale) at width w, --blocks layers. */
+static void sdxl_clip_g(model *m, const char *p, uint64_t w) {
+    char q[300], l[300];
+    fmt(q, sizeof q, "%s.model", p);
+    add(m, V_WEIGHT, q, "token_embedding.weight", SHAPE(1024, w));
+    add(m, V_PARAM, q, "positional_embedding", SHAPE(77, w));
+    for (unsigned i = 0; i < m->blocks; i++) {
+        fmt(l, sizeof l, "%s.transformer.resblocks.%u", q, i);
+        layernorm(m, l, "ln_1", w);
+        add(m, V_WEIGHT, l, "attn.in_proj_weight", SHAPE(3 * w, w));
+        add(m, V_BIAS, l, "attn.in_proj_bias", SHAPE(3 * w));
+        linear(m, l, "attn.out_proj", w, w, 1);
+        layernorm(m, l, "ln_2", w);
+        linear(m, l, "mlp.c_fc", 4 * w, w, 1);
+        linear(m, l, "mlp.c_proj", w, 4 * w, 1);
+    }
+    layernorm(m, q, "ln_final", w);
+    add(m, V_WEIGHT, q, "text_projection", SHAPE(w, w));
+    add(m, V_CONST, q, "logit_scale", 0, NULL);
+    m->t[m->n - 1].value = 4.6052f;
+}
+
+/* The SDXL VAE (first_stage_model.*), reduced to what sets its tensors apart: convolutions,
+ * GroupNorms and the mid-block attention as 1x1 convolutions, at width c. */
+static void sdxl_vae(model *m, uint64_t c) {
+    const char *v = "first_stage_model";
+    char p[300];
+    for (int d = 0; d < 2; d++) {
+        const char *part = d ? "decoder" : "encoder";
+        conv(m, fmt(p, sizeof p, "%s.%s", v, part), "conv_in", SHAPE(c, d ? 4 : 3, 3, 3));
+        fmt(p, sizeof p, "%s.%s.mid.attn_1", v, part);
+        layernorm(m, p, "norm", c);
+        conv(m, p, "q", SHAPE(c, c, 1, 1));
+        conv(m, p, "k", SHAPE(c, c, 1, 1));
+        conv(m, p, "v", SHAPE(c, c, 1, 1));
+        conv(m, p, "proj_out", SHAPE(c, c, 1, 1));
+        layernorm(m, fmt(p, sizeof p, "%s.%s", v, part), "norm_out", c);
+        conv(m, fmt(p, sizeof p, "%s.%s", v, part), "conv_out", SHAPE(d ? 3 : 8, c, 3, 3));
+    }
+    conv(m, v, "quant_conv", SHAPE(8, 8, 1, 1));
+    conv(m, v, "post_quant_conv", SHAPE(4, 4, 1, 1));
+}
+
+/* An SDXL checkpoint as released (sd_xl_base_1.0): the UNet under model.diffusion_model.* at
+ * one channel width c = h (--blocks encoder levels, the middle block and as many decoder
+ * levels), beside its two text encoders (conditioner.embedders.0/1, each h wide, so that the
+ * cross-attention context is their concatenation) and its VAE. */
 static void fam_sdxl(model *m) {
     uint64_t c = m->h, ctx = m->ctx;
     char p[256];
@@ -324,6 +390,9 @@ static void fam_sdxl(model *m) {
     }
     layernorm(m, dm, "out.0", c);
     conv(m, dm, "out.2", SHAPE(4, c, 3, 3));
+    sdxl_clip_l(m, "conditioner.embedders.0", ctx / 2);
+    sdxl_clip_g(m, "conditioner.embedders.1", ctx - ctx / 2);
+    sdxl_vae(m, c);
     meta(m, "modelspec.sai_model_spec", "1.0.0");
     meta(m, "modelspec.architecture", "stable-diffusion-xl-v1-base");
     meta(m, "modelspec.title", "feather sample (sdxl)");
@@ -471,7 +540,7 @@ static const family families[] = {
     {"qwen-image", "Qwen-Image transformer (diffusers layout): transformer_blocks with img/txt streams", fam_qwen},
     {"wan", "Wan 2.x video transformer: blocks with self/cross attention, 5-D patch embedding", fam_wan},
     {"sd3", "Stable Diffusion 3 MMDiT: joint_blocks with x_block/context_block", fam_sd3},
-    {"sdxl", "SDXL UNet (model.diffusion_model.*): conv res blocks and spatial transformers", fam_sdxl},
+    {"sdxl", "SDXL checkpoint: UNet (model.diffusion_model.*), two text encoders (conditioner.*), VAE", fam_sdxl},
     {"hunyuan-video", "HunyuanVideo transformer: token refiner, double_blocks, single_blocks", fam_hunyuan},
     {"z-image", "Z-Image transformer: noise/context refiners and layers", fam_zimage},
     {"llm", "Llama-style language model (model.layers.*, lm_head)", fam_llm},

@@ -472,6 +472,43 @@ TEST(convert_batch_script_converts_in_parallel_and_resumes) {
     CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 0 skipped, 1 with nothing to convert, 0 failed");
 }
 
+/* A full checkpoint (the SDXL sample: UNet, two text encoders, VAE): the UNet's linears are
+ * converted, every tensor of the text encoders and the VAE comes out byte for byte. */
+TEST(convert_full_checkpoint_converts_only_the_diffusion_model) {
+    char in[1100], out[1100];
+    snprintf(in, sizeof in, "%s", test_path("sdxl.safetensors"));
+    snprintf(out, sizeof out, "%s", test_path("sdxl-fp8e5m2.safetensors"));
+    REQUIRE(test_run("%s -q --family sdxl --hidden 64 --blocks 1 -o %s", bin("feather-sample"), in) == 0);
+    REQUIRE(test_run("%s --plan %s", bin("feather-convert"), in) == 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "conditioner.embedders.0.transformer.text_model.encoder.layers.0.self_attn.q_proj.weight  "
+                                          "(BF16 [64, 64] outside the diffusion model");
+    CHECK_STR_CONTAINS(test_cmd_output(), "conditioner.embedders.1.model.transformer.resblocks.0.mlp.c_fc.weight  "
+                                          "(BF16 [256, 64] outside the diffusion model");
+    REQUIRE(test_run("%s -q %s -o %s", bin("feather-convert"), in, out) == 0);
+    check_roundtrip(in, out, 1);
+    feather_error err = {0};
+    feather_reader *ri, *ro;
+    REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&ro, out, 0, &err) == FEATHER_OK);
+    size_t converted = 0, outside = 0;
+    for (size_t i = 0; i < feather_count(ri); i++) {
+        const feather_tensor *t = feather_tensor_at(ri, i), *u = feather_find(ro, t->name);
+        REQUIRE(u);
+        if (strncmp(t->name, "model.diffusion_model.", 22)) {
+            outside++;
+            CHECK(u->dtype == t->dtype);
+        } else {
+            converted += u->dtype == FEATHER_F8_E5M2;
+        }
+    }
+    CHECK(outside >= 40); /* the two text encoders and the VAE */
+    CHECK(converted >= 15);
+    CHECK(feather_find(ro, "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight")->dtype ==
+          FEATHER_F8_E5M2);
+    feather_close(ri);
+    feather_close(ro);
+}
+
 TEST(convert_sharded_and_zst_inputs_and_outputs) {
     char dir[1024], sample[1100];
     snprintf(dir, sizeof dir, "%s", test_tmpdir());

@@ -90,7 +90,7 @@ typedef struct family_case {
     const char *family;
     const char *architecture; /* modelspec.architecture, or NULL when real files carry none */
     const char *absent;       /* a name the family must not have (block 2, or another family's) */
-    expect e[32];
+    expect e[40];
 } family_case;
 
 #define P "model.diffusion_model."
@@ -163,7 +163,14 @@ static const family_case families[] = {
       {P "middle_block.1.transformer_blocks.0.attn2.to_k.weight", 2, {H, CTX}},
       {P "middle_block.2.in_layers.2.weight", 4, {H, H, 3, 3}},
       {P "output_blocks.0.0.skip_connection.weight", 4, {H, 2 * H, 1, 1}},
-      {P "out.0.weight", 1, {H}}, {P "out.2.weight", 4, {4, H, 3, 3}}}},
+      {P "out.0.weight", 1, {H}}, {P "out.2.weight", 4, {4, H, 3, 3}},
+      /* the text encoders (each CTX / 2 wide) and the VAE of a full checkpoint */
+      {"conditioner.embedders.0.transformer.text_model.encoder.layers.1.self_attn.q_proj.weight", 2, {CTX / 2, CTX / 2}},
+      {"conditioner.embedders.0.transformer.text_model.embeddings.token_embedding.weight", 2, {1024, CTX / 2}},
+      {"conditioner.embedders.1.model.transformer.resblocks.0.attn.in_proj_weight", 2, {3 * CTX / 2, CTX / 2}},
+      {"conditioner.embedders.1.model.text_projection", 2, {CTX / 2, CTX / 2}},
+      {"first_stage_model.decoder.mid.attn_1.q.weight", 4, {H, H, 1, 1}},
+      {"first_stage_model.quant_conv.weight", 4, {8, 8, 1, 1}}}},
     {"hunyuan-video", NULL, "double_blocks.0.img_attn.qkv.weight",
      {{"img_in.proj.weight", 5, {H, 16, 1, 2, 2}}, {"txt_in.input_embedder.weight", 2, {H, CTX}},
       {"txt_in.individual_token_refiner.blocks.0.self_attn_qkv.weight", 2, {3 * H, H}},
