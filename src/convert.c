@@ -246,14 +246,32 @@ static char *tensors_json(conv *c, unsigned shard) {
     return s;
 }
 
-static char *comfy_layers_json(conv *c, unsigned shard) {
+/* ComfyUI's per-layer header (_quantization_metadata) for one shard: the converted layers in
+ * the comfy layout, and the input's entries for fp8 weights kept as they are (a layer excluded,
+ * or a text encoder's in a full checkpoint), which ComfyUI would otherwise load unscaled.
+ * *n: how many entries. */
+static char *comfy_layers_json(conv *c, unsigned shard, size_t *n) {
     cJSON *root = cJSON_CreateObject(), *layers = cJSON_CreateObject();
+    const char *iv = feather_metadata_get(c->r, shard, "_quantization_metadata");
+    cJSON *in = iv ? cJSON_Parse(iv) : NULL, *in_layers = cJSON_GetObjectItemCaseSensitive(in, "layers");
     cJSON_AddStringToObject(root, "format_version", "1.0");
+    *n = 0;
     for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c->plan, i);
-        if (!converted(e) || e->tensor->shard != shard) continue;
+        const feather_tensor *t = e->tensor;
+        if (t->shard != shard || !feather_ends_with(t->name, ".weight")) continue;
         char layer[4200];
-        snprintf(layer, sizeof layer, "%.*s", (int)(strlen(e->tensor->name) - 7), e->tensor->name);
+        snprintf(layer, sizeof layer, "%.*s", (int)(strlen(t->name) - 7), t->name);
+        cJSON *kept = e->action == FEATHER_KEEP && (t->dtype == FEATHER_F8_E4M3 || t->dtype == FEATHER_F8_E5M2)
+                          ? cJSON_GetObjectItemCaseSensitive(in_layers, layer)
+                          : NULL;
+        if (kept) {
+            cJSON_AddItemToObject(layers, layer, cJSON_Duplicate(kept, 1));
+            ++*n;
+            continue;
+        }
+        if (!converted(e) || c->o->layout != FEATHER_LAYOUT_COMFY) continue;
+        ++*n;
         cJSON *l = cJSON_CreateObject();
         if (c->o->quant.format == FEATHER_FP8_E5M2) {
             cJSON_AddStringToObject(l, "format", "float8_e5m2");
@@ -266,6 +284,7 @@ static char *comfy_layers_json(conv *c, unsigned shard) {
     cJSON_AddItemToObject(root, "layers", layers);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
+    cJSON_Delete(in);
     return s;
 }
 
@@ -303,10 +322,11 @@ static feather_status declare_metadata(conv *c, feather_writer *w, unsigned shar
     if (!tj) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
     st = feather_writer_metadata(w, "feather.tensors", tj, err);
     free(tj);
-    if (st || c->o->layout != FEATHER_LAYOUT_COMFY) return st;
-    char *cj = comfy_layers_json(c, shard);
+    if (st) return st;
+    size_t nl;
+    char *cj = comfy_layers_json(c, shard, &nl);
     if (!cj) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-    st = feather_writer_metadata(w, "_quantization_metadata", cj, err);
+    if (c->o->layout == FEATHER_LAYOUT_COMFY || nl) st = feather_writer_metadata(w, "_quantization_metadata", cj, err);
     free(cj);
     return st;
 }

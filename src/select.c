@@ -83,6 +83,7 @@ struct feather_plan {
     feather_plan_entry *e;
     size_t n, selected; /* entries; those converted, repacked or requantised */
     size_t lora;        /* LoRA factors kept */
+    int full;           /* a full checkpoint (is_full_checkpoint) */
     const char *preset;
     uint64_t bytes_in, bytes_out;
     char path[4096]; /* the input, for feather_plan_check's message */
@@ -153,11 +154,13 @@ static const feather_tensor *find_scale(feather_reader *r, const char *wname) {
  * the same file by stock modules that read no packed weight, and run once per prompt or image. */
 #define DIFFUSION_PREFIX "model.diffusion_model."
 
+static int in_diffusion_model(const char *name) { return !strncmp(name, DIFFUSION_PREFIX, sizeof DIFFUSION_PREFIX - 1); }
+
 /* Whether the reader is a full checkpoint: some tensors under the diffusion prefix, some not. */
 static int is_full_checkpoint(feather_reader *r) {
     int in = 0, out = 0;
     for (size_t i = 0; i < feather_count(r) && !(in && out); i++) {
-        if (!strncmp(feather_tensor_at(r, i)->name, DIFFUSION_PREFIX, sizeof DIFFUSION_PREFIX - 1)) in = 1;
+        if (in_diffusion_model(feather_tensor_at(r, i)->name)) in = 1;
         else out = 1;
     }
     return in && out;
@@ -247,7 +250,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         }
     int included = 0;
     for (size_t i = 0; i < o->ninclude && !included; i++) included = name_matches(&inc[i], t->name);
-    if (!included && full && !fp8 && strncmp(t->name, DIFFUSION_PREFIX, sizeof DIFFUSION_PREFIX - 1)) {
+    if (!included && full && !in_diffusion_model(t->name)) {
         set(e, FEATHER_KEEP, "%s %s outside the diffusion model (" DIFFUSION_PREFIX ") of a full checkpoint: text "
                              "encoders and VAE load with stock modules", dt, shp);
         return 0;
@@ -287,6 +290,17 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         nscales = feather_scale_count(&o->quant, n, k);
     }
     e->bytes_out = n * k + 4 * nscales;
+    return 0;
+}
+
+/* Whether the weight of the layer a ".comfy_quant" tag names is converted, repacked or
+ * requantised by the plan. */
+static int layer_converted(const struct feather_plan *p, const char *tag) {
+    const size_t len = strlen(tag) - strlen(".comfy_quant");
+    for (size_t i = 0; i < p->n; i++) {
+        const char *w = p->e[i].tensor->name;
+        if (p->e[i].action != FEATHER_KEEP && !strncmp(w, tag, len) && !strcmp(w + len, ".weight")) return 1;
+    }
     return 0;
 }
 
@@ -332,10 +346,11 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     p->n = feather_count(r);
     p->e = calloc(p->n ? p->n : 1, sizeof *p->e);
     if (!p->e) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
-    int packed_in = input_is_packed(r), full = is_full_checkpoint(r);
+    int packed_in = input_is_packed(r);
+    p->full = is_full_checkpoint(r);
     for (size_t i = 0; i < p->n; i++) {
         p->e[i].tensor = feather_tensor_at(r, i);
-        p->lora += (size_t)decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, &embedding, &lora, p->preset, packed_in, full);
+        p->lora += (size_t)decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, &embedding, &lora, p->preset, packed_in, p->full);
     }
     /* Scale tensors consumed by a repacked/requantised weight, and metadata tensors that the
      * output regenerates, are dropped from the copy. */
@@ -355,9 +370,16 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         feather_plan_entry *e = &p->e[i];
         if (e->action != FEATHER_KEEP) continue;
         if (feather_ends_with(e->tensor->name, ".comfy_quant")) {
+            /* A layer kept as it is keeps its tag: without it ComfyUI would load its fp8
+             * weight as a plain one, unscaled. */
+            if (!layer_converted(p, e->tensor->name)) {
+                set(e, FEATHER_KEEP, "ComfyUI layer metadata of a layer kept as it is");
+                continue;
+            }
             set(e, FEATHER_DROP, "ComfyUI layer metadata, regenerated for the output");
             e->bytes_out = 0;
-        } else if (feather_ends_with(e->tensor->name, "scaled_fp8") && e->tensor->ndim <= 1) {
+        } else if (feather_ends_with(e->tensor->name, "scaled_fp8") && e->tensor->ndim <= 1 &&
+                   (!p->full || in_diffusion_model(e->tensor->name))) {
             set(e, FEATHER_DROP, "legacy scaled_fp8 marker, replaced by per-layer metadata");
             e->bytes_out = 0;
         }

@@ -604,10 +604,12 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                         job.units = UNITS_COMPARE;
                         job.other = rd;
                     }
-                } else if (rt->ndim != 2 || rt->shape[0] != n || rt->shape[1] != k ||
-                           (rt->dtype != FEATHER_F16 && rt->dtype != FEATHER_BF16 && rt->dtype != FEATHER_F32)) {
-                    note(p_ref, sizeof p_ref, "the reference tensor is %s with another shape than the recorded [%llu, %llu]",
-                         feather_dtype_name(rt->dtype), (unsigned long long)n, (unsigned long long)k);
+                } else if (rt->ndim != 2 || rt->shape[0] != n || rt->shape[1] != k) {
+                    note(p_ref, sizeof p_ref, "the reference tensor's shape is not the recorded [%llu, %llu]",
+                         (unsigned long long)n, (unsigned long long)k);
+                } else if (rt->dtype != FEATHER_F16 && rt->dtype != FEATHER_BF16 && rt->dtype != FEATHER_F32) {
+                    note(p_ref, sizeof p_ref, "the reference tensor is %s: errors are measured against a 16- or 32-bit original",
+                         feather_dtype_name(rt->dtype));
                 } else {
                     measure = layout_ok && scales_ok;
                 }

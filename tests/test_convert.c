@@ -281,6 +281,65 @@ TEST(convert_e4m3_input_is_requantised_with_warning) {
     feather_ctx_free(ctx);
 }
 
+/* An fp8 layer kept as it is (--exclude) keeps what ComfyUI needs to load it: its
+ * .comfy_quant tag and its _quantization_metadata entry, in either output layout. */
+TEST(convert_kept_fp8_layer_keeps_its_comfy_tag) {
+    const char *in = test_path("m.safetensors"), *c4 = test_path("c4.safetensors"), *out = test_path("o.safetensors");
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 5, NULL) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    o.layout = FEATHER_LAYOUT_COMFY;
+    o.quant.format = FEATHER_FP8_E4M3FN;
+    o.quant.mode = FEATHER_SCALE_TENSOR;
+    feather_convert_result res;
+    feather_error err = {0};
+    REQUIRE(feather_convert(ctx, in, c4, &o, &res, &err) == FEATHER_OK);
+    const char *ex[] = {"^blocks\\.0\\.mlp\\.fc1\\."};
+    for (int comfy = 0; comfy < 2; comfy++) {
+        feather_convert_defaults(&o);
+        o.exclude = ex;
+        o.nexclude = 1;
+        o.overwrite = 1;
+        if (comfy) {
+            o.layout = FEATHER_LAYOUT_COMFY;
+            o.quant.format = FEATHER_FP8_E4M3FN;
+            o.quant.mode = FEATHER_SCALE_TENSOR;
+        }
+        feather_status st = feather_convert(ctx, c4, out, &o, &res, &err);
+        if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+        REQUIRE(st == FEATHER_OK);
+        CHECK_EQ_U(res.tensors_converted, 2);
+        feather_reader *r, *r4;
+        REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+        REQUIRE(feather_open(&r4, c4, 0, &err) == FEATHER_OK);
+        /* the excluded layer: weight, scale and tag as they were */
+        static const char *const kept[] = {"blocks.0.mlp.fc1.weight", "blocks.0.mlp.fc1.weight_scale",
+                                           "blocks.0.mlp.fc1.comfy_quant"};
+        for (int i = 0; i < 3; i++) {
+            const feather_tensor *a = feather_find(r4, kept[i]), *b = feather_find(r, kept[i]);
+            REQUIRE(a);
+            if (!b) {
+                test_fail(__FILE__, __LINE__, "%s: %s missing", comfy ? "comfy" : "packed", kept[i]);
+                continue;
+            }
+            const void *da, *db;
+            REQUIRE(feather_tensor_data(r4, a, &da, &err) == FEATHER_OK);
+            REQUIRE(feather_tensor_data(r, b, &db, &err) == FEATHER_OK);
+            CHECK(a->dtype == b->dtype && a->nbytes == b->nbytes && !memcmp(da, db, a->nbytes));
+        }
+        const char *q = feather_metadata_get(r, 0, "_quantization_metadata");
+        REQUIRE(q);
+        CHECK_STR_CONTAINS(q, "\"blocks.0.mlp.fc1\":{\"format\":\"float8_e4m3fn\"}");
+        /* the converted layers: their tags and entries only in the comfy layout */
+        CHECK((strstr(q, "\"blocks.0.attn.qkv\"") != NULL) == comfy);
+        CHECK((feather_find(r, "blocks.0.attn.qkv.comfy_quant") != NULL) == comfy);
+        feather_close(r);
+        feather_close(r4);
+    }
+    feather_ctx_free(ctx);
+}
+
 TEST(convert_cli_bad_inputs_get_one_line_and_status) {
     const char *in = test_path("m.safetensors");
     REQUIRE(tu_write_model(in, small_model, NSMALL, 1, NULL) == 0);

@@ -284,6 +284,12 @@ TEST(select_full_checkpoint_converts_its_diffusion_model) {
         {"text_encoders.t5xxl.transformer.shared.weight", FEATHER_BF16, 2, {320, 64}},
         {"first_stage_model.decoder.mid.attn_1.q.weight", FEATHER_F32, 4, {32, 32, 1, 1}},
         {"first_stage_model.decoder.mid.attn_1.proj.weight", FEATHER_F32, 2, {32, 32}},
+        /* an fp8 text encoder layer with its scale and tag, and the markers of both parts */
+        {"text_encoders.t5xxl.transformer.encoder.block.0.layer.1.DenseReluDense.wi.weight", FEATHER_F8_E4M3, 2, {128, 64}},
+        {"text_encoders.t5xxl.transformer.encoder.block.0.layer.1.DenseReluDense.wi.weight_scale", FEATHER_F32, 0, {0}},
+        {"text_encoders.t5xxl.transformer.encoder.block.0.layer.1.DenseReluDense.wi.comfy_quant", FEATHER_U8, 1, {8}},
+        {"text_encoders.t5xxl.transformer.scaled_fp8", FEATHER_F8_E4M3, 1, {0}},
+        {DM "scaled_fp8", FEATHER_F8_E4M3, 1, {0}},
     };
     const size_t n = sizeof t / sizeof t[0];
     const char *path = test_path("full.safetensors");
@@ -303,6 +309,15 @@ TEST(select_full_checkpoint_converts_its_diffusion_model) {
         CHECK(e->action == FEATHER_KEEP);
         CHECK_STR_CONTAINS(e->reason, "outside the diffusion model (model.diffusion_model.) of a full checkpoint");
     }
+    /* fp8 too: the layer, its scale, its tag and its part's marker stay as they are */
+    for (const char *const *k = (const char *const[]){
+             "text_encoders.t5xxl.transformer.encoder.block.0.layer.1.DenseReluDense.wi.weight",
+             "text_encoders.t5xxl.transformer.encoder.block.0.layer.1.DenseReluDense.wi.weight_scale",
+             "text_encoders.t5xxl.transformer.encoder.block.0.layer.1.DenseReluDense.wi.comfy_quant",
+             "text_encoders.t5xxl.transformer.scaled_fp8", NULL};
+         *k; k++)
+        if (entry(p, *k)->action != FEATHER_KEEP) test_fail(__FILE__, __LINE__, "%s: %s", *k, entry(p, *k)->reason);
+    CHECK(entry(p, DM "scaled_fp8")->action == FEATHER_DROP);
     /* The rules that come first still give their own reasons. */
     CHECK_STR_CONTAINS(entry(p, "text_encoders.t5xxl.transformer.shared.weight")->reason, "embedding table");
     CHECK_STR_CONTAINS(entry(p, "first_stage_model.decoder.mid.attn_1.q.weight")->reason, "4-D");
