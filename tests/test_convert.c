@@ -252,18 +252,32 @@ TEST(convert_comfy_layout_and_back_without_requantising) {
     feather_ctx_free(ctx);
 }
 
+/* Options for the comfy layout in e4m3fn with one scale per tensor. */
+static void comfy_e4m3(feather_convert_options *o) {
+    feather_convert_defaults(o);
+    o->layout = FEATHER_LAYOUT_COMFY;
+    o->quant.format = FEATHER_FP8_E4M3FN;
+    o->quant.mode = FEATHER_SCALE_TENSOR;
+}
+
+/* small_model converted to the comfy layout in e4m3fn, at c4: an fp8 input as ComfyUI's tools
+ * write them. */
+static feather_status e4m3_input(feather_ctx *ctx, const char *c4, feather_error *err) {
+    const char *in = test_path("m.safetensors");
+    if (tu_write_model(in, small_model, NSMALL, 5, NULL)) return FEATHER_E_IO;
+    feather_convert_options o;
+    feather_convert_result res;
+    comfy_e4m3(&o);
+    return feather_convert(ctx, in, c4, &o, &res, err);
+}
+
 TEST(convert_e4m3_input_is_requantised_with_warning) {
-    const char *in = test_path("m.safetensors"), *c4 = test_path("c4.safetensors"), *out = test_path("o.safetensors");
-    REQUIRE(tu_write_model(in, small_model, NSMALL, 5, NULL) == 0);
+    const char *c4 = test_path("c4.safetensors"), *out = test_path("o.safetensors");
     feather_ctx *ctx = feather_ctx_new(2);
     feather_convert_options o;
-    feather_convert_defaults(&o);
-    o.layout = FEATHER_LAYOUT_COMFY;
-    o.quant.format = FEATHER_FP8_E4M3FN;
-    o.quant.mode = FEATHER_SCALE_ABSMAX;
     feather_convert_result res;
     feather_error err = {0};
-    REQUIRE(feather_convert(ctx, in, c4, &o, &res, &err) == FEATHER_OK);
+    REQUIRE(e4m3_input(ctx, c4, &err) == FEATHER_OK);
     feather_convert_defaults(&o);
     feather_status st = feather_convert(ctx, c4, out, &o, &res, &err);
     if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
@@ -284,28 +298,19 @@ TEST(convert_e4m3_input_is_requantised_with_warning) {
 /* An fp8 layer kept as it is (--exclude) keeps what ComfyUI needs to load it: its
  * .comfy_quant tag and its _quantization_metadata entry, in either output layout. */
 TEST(convert_kept_fp8_layer_keeps_its_comfy_tag) {
-    const char *in = test_path("m.safetensors"), *c4 = test_path("c4.safetensors"), *out = test_path("o.safetensors");
-    REQUIRE(tu_write_model(in, small_model, NSMALL, 5, NULL) == 0);
+    const char *c4 = test_path("c4.safetensors"), *out = test_path("o.safetensors");
     feather_ctx *ctx = feather_ctx_new(2);
     feather_convert_options o;
-    feather_convert_defaults(&o);
-    o.layout = FEATHER_LAYOUT_COMFY;
-    o.quant.format = FEATHER_FP8_E4M3FN;
-    o.quant.mode = FEATHER_SCALE_TENSOR;
     feather_convert_result res;
     feather_error err = {0};
-    REQUIRE(feather_convert(ctx, in, c4, &o, &res, &err) == FEATHER_OK);
+    REQUIRE(e4m3_input(ctx, c4, &err) == FEATHER_OK);
     const char *ex[] = {"^blocks\\.0\\.mlp\\.fc1\\."};
     for (int comfy = 0; comfy < 2; comfy++) {
-        feather_convert_defaults(&o);
+        if (comfy) comfy_e4m3(&o);
+        else feather_convert_defaults(&o);
         o.exclude = ex;
         o.nexclude = 1;
         o.overwrite = 1;
-        if (comfy) {
-            o.layout = FEATHER_LAYOUT_COMFY;
-            o.quant.format = FEATHER_FP8_E4M3FN;
-            o.quant.mode = FEATHER_SCALE_TENSOR;
-        }
         feather_status st = feather_convert(ctx, c4, out, &o, &res, &err);
         if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
         REQUIRE(st == FEATHER_OK);
