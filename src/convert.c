@@ -194,6 +194,10 @@ static feather_status declare_entry(conv *c, feather_writer *w, const feather_pl
     feather_status st;
     if (e->action == FEATHER_DROP) return FEATHER_OK;
     if (e->action == FEATHER_KEEP) return feather_writer_tensor(w, t->name, t->dtype, t->ndim, t->shape, err);
+    if (e->action == FEATHER_DEQUANT) {
+        const uint64_t shape[2] = {e->n, e->k};
+        return feather_writer_tensor(w, t->name, FEATHER_BF16, 2, shape, err);
+    }
     feather_dtype dt = feather_fp8_dtype(c->o->quant.format);
     if (c->o->layout == FEATHER_LAYOUT_PACKED) {
         uint64_t shape[3] = {e->k / 16, e->n, 16};
@@ -387,24 +391,57 @@ static feather_status quantize(conv *c, const feather_quant_options *qo, feather
                                 stats, c->err);
 }
 
+/* Makes slot's output buffer hold bytes, and makes it the one being produced. */
+static feather_status take_buffer(conv *c, int slot, uint64_t bytes) {
+    feather_status st = FEATHER_OK;
+    if (c->dev == FEATHER_DEVICE_GPU && c->q_caps[slot] < bytes) {
+        feather_host_free(c->qs[slot]);
+        c->q_caps[slot] = 0;
+        if (!(c->qs[slot] = feather_host_alloc(bytes)))
+            return feather_fail(c->err, FEATHER_E_NOMEM, "out of memory (%llu bytes for one tensor)",
+                                (unsigned long long)bytes);
+        c->q_caps[slot] = bytes;
+    } else if ((st = grow((void **)&c->qs[slot], &c->q_caps[slot], bytes, c->err))) {
+        return st;
+    }
+    c->q = c->qs[slot];
+    c->scales = c->ss[slot];
+    return FEATHER_OK;
+}
+
+/* Dequantises an fp8 input weight with its scales into c->wide (f32). */
+static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot) {
+    /* the plan checked that the scales fit */
+    unsigned group;
+    feather_scale_mode mode;
+    feather_scale_mode_of(e->scale ? e->scale->nelem : 1, e->n, e->k, &mode, &group);
+    const uint64_t nk = e->n * e->k;
+    feather_status st = read_scales(c, e, e->scale ? e->scale->nelem : 1, &c->s_caps[slot]);
+    c->ss[slot] = c->scales;
+    if (st || (st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), c->err))) return st;
+    feather_dequantize(data, e->tensor->ndim == 3, e->tensor->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN,
+                       mode, group, c->scales, e->n, e->k, c->wide);
+    return FEATHER_OK;
+}
+
+/* DEQUANT: the fp8 weight as BF16 [N, K] into slot. */
+static feather_status produce_bf16(conv *c, const feather_plan_entry *e, const void *data, int slot) {
+    const uint64_t nk = e->n * e->k;
+    feather_status st = take_buffer(c, slot, 2 * nk);
+    if (st || (st = dequantize_input(c, e, data, slot))) return st;
+    uint16_t *out = (uint16_t *)c->q;
+    for (uint64_t i = 0; i < nk; i++) out[i] = feather_f32_to_bf16(c->wide[i]);
+    return FEATHER_OK;
+}
+
 /* Produces the fp8 bytes (in the output layout) and scales of one selected tensor into slot. */
 static feather_status produce(conv *c, const feather_plan_entry *e, const void *data, int slot) {
     feather_error *err = c->err;
     const feather_tensor *t = e->tensor;
     uint64_t nk = e->n * e->k;
     int packed = c->o->layout == FEATHER_LAYOUT_PACKED;
-    feather_status st = FEATHER_OK;
-    if (c->dev == FEATHER_DEVICE_GPU && c->q_caps[slot] < nk) {
-        feather_host_free(c->qs[slot]);
-        c->q_caps[slot] = 0;
-        if (!(c->qs[slot] = feather_host_alloc(nk)))
-            return feather_fail(err, FEATHER_E_NOMEM, "out of memory (%llu bytes for one tensor)", (unsigned long long)nk);
-        c->q_caps[slot] = nk;
-    } else if ((st = grow((void **)&c->qs[slot], &c->q_caps[slot], nk, err))) {
-        return st;
-    }
-    c->q = c->qs[slot];
-    c->scales = c->ss[slot];
+    feather_status st = take_buffer(c, slot, nk);
+    if (st) return st;
     size_t *s_cap = &c->s_caps[slot];
     feather_quant_options qo = c->o->quant;
     qo.name = t->name;
@@ -425,10 +462,8 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         note_snr(c, t, &stats);
         return FEATHER_OK;
     }
-    feather_fp8 in_fmt = t->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;
-    uint64_t in_scales = e->scale ? e->scale->nelem : 1;
     if (e->action == FEATHER_REPACK) {
-        st = read_scales(c, e, in_scales, s_cap);
+        st = read_scales(c, e, e->scale ? e->scale->nelem : 1, s_cap);
         c->ss[slot] = c->scales;
         if (st) return st;
         if (in_packed == packed) memcpy(c->q, data, nk);
@@ -437,14 +472,7 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         return FEATHER_OK;
     }
     /* REQUANT: dequantise with the input's scales, then quantise like an f32 weight. */
-    feather_scale_mode in_mode = in_scales <= 1 ? FEATHER_SCALE_TENSOR
-                                 : in_scales == e->n ? FEATHER_SCALE_CHANNEL : FEATHER_SCALE_BLOCK;
-    unsigned in_group = in_mode == FEATHER_SCALE_BLOCK ? (unsigned)(e->k / (in_scales / e->n)) : 0;
-    st = read_scales(c, e, in_scales, s_cap);
-    c->ss[slot] = c->scales;
-    if (st) return st;
-    if ((st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), err))) return st;
-    feather_dequantize(data, in_packed, in_fmt, in_mode, in_group, c->scales, e->n, e->k, c->wide);
+    if ((st = dequantize_input(c, e, data, slot))) return st;
     if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
         return st;
     c->ss[slot] = c->scales;
@@ -602,6 +630,13 @@ static feather_status convert_shard(conv *c, unsigned shard, feather_writer *w) 
             c->res->tensors_kept++;
         } else if (e->action == FEATHER_DROP) {
             feather_tensor_release(c->r, t);
+        } else if (e->action == FEATHER_DEQUANT) {
+            if ((st = take_slot(&p, slot))) break;
+            st = produce_bf16(c, e, data, slot);
+            feather_tensor_release(c->r, t);
+            if (!st) st = push_job(&p, (wjob){c->q, 2 * e->n * e->k, NULL, slot});
+            slot ^= 1;
+            c->res->tensors_kept++;
         } else {
             if ((st = take_slot(&p, slot))) {
                 if (hashing) pthread_join(hasher, NULL);
@@ -698,7 +733,7 @@ static feather_status write_index(conv *c, const char *output, char **shard_path
             if (e->tensor->shard != s || e->action == FEATHER_DROP) continue;
             total += e->bytes_out;
             cJSON_AddStringToObject(map, e->tensor->name, base);
-            if (e->action == FEATHER_KEEP) continue;
+            if (!converted(e)) continue;
             char name[4200];
             snprintf(name, sizeof name, "%s_scale", e->tensor->name);
             cJSON_AddStringToObject(map, name, base);
@@ -775,13 +810,20 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     if ((st = feather_plan_new(&c.plan, c.r, o, err))) goto out_reader;
     if ((st = feather_plan_check(c.plan, err))) goto out_plan;
     options_string(o, feather_plan_preset(c.plan), c.options, sizeof c.options);
+    size_t ndeq = 0;
+    const char *first_deq = NULL;
     for (size_t i = 0; i < feather_plan_count(c.plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c.plan, i);
         c.total += e->tensor->nbytes;
         if (e->action == FEATHER_REQUANT)
             warn(res, "%s: %s input requantised to %s: the rounding errors add up", e->tensor->name,
                  feather_dtype_name(e->tensor->dtype), feather_fp8_name(o->quant.format));
+        if (e->action == FEATHER_DEQUANT && !ndeq++) first_deq = e->tensor->name;
     }
+    if (ndeq)
+        warn(res, "%zu fp8 layer%s not converted (%s%s) dequantised to BF16: the packed layout's loader runs such "
+                  "layers as plain weights, without their scales (see --plan)",
+             ndeq, ndeq == 1 ? "" : "s", first_deq, ndeq > 1 ? ", …" : "");
     res->bytes_in = feather_plan_bytes_in(c.plan);
     res->bytes_out = feather_plan_bytes_out(c.plan);
 

@@ -4,6 +4,19 @@
 #include "internal.h"
 #include "feather/quant.h"
 
+int feather_scale_mode_of(uint64_t count, uint64_t n, uint64_t k, feather_scale_mode *mode, unsigned *group) {
+    *group = 0;
+    if (count == 1) { *mode = FEATHER_SCALE_TENSOR; return 0; }
+    if (count == n) { *mode = FEATHER_SCALE_CHANNEL; return 0; }
+    /* count > n first: no division by zero for a tensor of no scales */
+    if (count > n && count % n == 0 && k % (count / n) == 0 && (k / (count / n)) % 16 == 0) {
+        *mode = FEATHER_SCALE_BLOCK;
+        *group = (unsigned)(k / (count / n));
+        return 0;
+    }
+    return -1;
+}
+
 void feather_dequantize(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode,
                         unsigned group, const float *scales, uint64_t n, uint64_t k, float *out) {
     float lut[256];

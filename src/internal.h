@@ -3,6 +3,7 @@
 #define FEATHER_INTERNAL_H
 
 #include "feather/feather.h"
+#include "feather/quant.h"
 #include "feather/safetensors.h"
 
 #include <stdarg.h>
@@ -50,6 +51,11 @@ static inline void feather_wr64le(uint8_t *p, uint64_t v) {
 /* Element i of an F16, BF16 or F32 array as f32 (exact); NaN for other dtypes. Unaligned
  * arrays are fine. */
 float feather_load_f32(feather_dtype dt, const void *p, uint64_t i);
+
+/* The scale mode of an fp8 weight [N, K] with count scales: one (tensor), N (channel) or
+ * N · K/G for G a multiple of 16 dividing K (block:G, *group = G). -1 when none fits. The
+ * scale layout of an fp8 input, or of a feather file, is told by its size alone. */
+int feather_scale_mode_of(uint64_t count, uint64_t n, uint64_t k, feather_scale_mode *mode, unsigned *group);
 
 static inline int feather_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);

@@ -73,6 +73,7 @@ const char *feather_action_name(feather_action a) {
     case FEATHER_REPACK: return "repack";
     case FEATHER_REQUANT: return "requantize";
     case FEATHER_DROP: return "drop";
+    case FEATHER_DEQUANT: return "dequantize";
     }
     return "?";
 }
@@ -183,6 +184,24 @@ static void set(feather_plan_entry *e, feather_action a, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* Keeps an entry for the reason given, or where it is an fp8 weight the packed layout cannot keep
+ * as it is (deq), dequantises it to BF16: the packed layout's loader runs every layer it does not
+ * convert as a plain weight, ignoring its scale. */
+static void keep(feather_plan_entry *e, int deq, const char *fmt, ...) FEATHER_PRINTF(3, 4);
+static void keep(feather_plan_entry *e, int deq, const char *fmt, ...) {
+    char why[sizeof e->reason];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (!deq) {
+        set(e, FEATHER_KEEP, "%s", why);
+        return;
+    }
+    set(e, FEATHER_DEQUANT, "%s; fp8 dequantised to BF16 (the loader runs it unscaled)", why);
+    e->bytes_out = 2 * e->n * e->k;
+}
+
 static void shape_str(const feather_tensor *t, char *buf, size_t len) {
     size_t o = 0;
     o += (size_t)snprintf(buf + o, len - o, "[");
@@ -202,10 +221,10 @@ static feather_status check_options(const feather_convert_options *o, feather_er
     return FEATHER_OK;
 }
 
-/* Decides one tensor. regexes: exclude[], include[], keep (preset, may be NULL). Returns 1 for
+/* Decides one tensor. regexes: exclude[], include[], preset_keep (may be NULL). Returns 1 for
  * a LoRA factor, else 0. */
 static int decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
-                  const regex_t *inc, const regex_t *exc, const regex_t *keep, const regex_t *embedding,
+                  const regex_t *inc, const regex_t *exc, const regex_t *preset_keep, const regex_t *embedding,
                   const regex_t *lora, const char *preset, int packed_in, int full) {
     const feather_tensor *t = e->tensor;
     char shp[128];
@@ -239,29 +258,36 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         set(e, FEATHER_KEEP, "%u-D %s %s (only 2-D linear weights are converted)", t->ndim, dt, shp);
         return 0;
     }
+    /* From here on an fp8 weight that is not converted is dequantised in the packed layout,
+     * but for the parts of a full checkpoint outside its diffusion model, kept as they are. */
+    const int outside = full && !in_diffusion_model(t->name), deq = fp8 && o->layout == FEATHER_LAYOUT_PACKED && !outside;
+    e->n = n;
+    e->k = k;
+    if (deq) e->scale = find_scale(r, t->name);
     if (name_matches(embedding, t->name)) {
-        set(e, FEATHER_KEEP, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
+        keep(e, deq, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
         return 0;
     }
     for (size_t i = 0; i < o->nexclude; i++)
         if (name_matches(&exc[i], t->name)) {
-            set(e, FEATHER_KEEP, "excluded by --exclude '%s'", o->exclude[i]);
+            keep(e, deq, "excluded by --exclude '%s'", o->exclude[i]);
             return 0;
         }
     int included = 0;
     for (size_t i = 0; i < o->ninclude && !included; i++) included = name_matches(&inc[i], t->name);
-    if (!included && full && !in_diffusion_model(t->name)) {
+    if (!included && outside) {
         set(e, FEATHER_KEEP, "%s %s outside the diffusion model (" DIFFUSION_PREFIX ") of a full checkpoint: text "
                              "encoders and VAE load with stock modules", dt, shp);
         return 0;
     }
-    if (!included && keep && name_matches(keep, t->name) && !fp8) {
-        set(e, FEATHER_KEEP, "preset %s keeps this layer at full precision", preset);
+    /* (In the comfy layout an fp8 layer of the preset's stays fp8: ComfyUI reads it either way.) */
+    if (!included && preset_keep && name_matches(preset_keep, t->name) && (!fp8 || deq)) {
+        keep(e, deq, "preset %s keeps this layer at full precision", preset);
         return 0;
     }
     /* The converter takes exactly the shapes the matmul takes (gemm.h states the rule). */
     if (!feather_gemm_supported(n, k, FEATHER_SCALE_TENSOR, 0)) {
-        set(e, FEATHER_KEEP, "shape %s: the kernel needs N a multiple of 8 and K a multiple of 16", shp);
+        keep(e, deq, "shape %s: the kernel needs N a multiple of 8 and K a multiple of 16", shp);
         return 0;
     }
     if (o->quant.mode == FEATHER_SCALE_BLOCK && !fp8 && k % o->quant.group) {
@@ -269,8 +295,6 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
             o->quant.group);
         return 0;
     }
-    e->n = n;
-    e->k = k;
     uint64_t nscales;
     if (fp8) {
         e->scale = find_scale(r, t->name);
@@ -293,8 +317,8 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     return 0;
 }
 
-/* Whether the weight of the layer a ".comfy_quant" tag names is converted, repacked or
- * requantised by the plan. */
+/* Whether the weight of the layer a ".comfy_quant" tag names is converted, repacked,
+ * requantised or dequantised by the plan. */
 static int layer_converted(const struct feather_plan *p, const char *tag) {
     const size_t len = strlen(tag) - strlen(".comfy_quant");
     for (size_t i = 0; i < p->n; i++) {
@@ -326,7 +350,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
 
     struct feather_plan *p = calloc(1, sizeof *p);
     regex_t *inc = calloc(o->ninclude + 1, sizeof *inc), *exc = calloc(o->nexclude + 1, sizeof *exc);
-    regex_t keep, embedding, lora;
+    regex_t preset_re, embedding, lora;
     size_t ninc = 0, nexc = 0;
     int have_keep = 0, have_emb = 0, have_lora = 0;
     if (!p || !inc || !exc) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
@@ -335,7 +359,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     for (; nexc < o->nexclude; nexc++)
         if ((st = compile_re(&exc[nexc], o->exclude[nexc], "--exclude", err))) goto done;
     if (pre) {
-        if ((st = compile_re(&keep, pre->keep, "preset", err))) goto done;
+        if ((st = compile_re(&preset_re, pre->keep, "preset", err))) goto done;
         have_keep = 1;
     }
     if ((st = compile_re(&embedding, EMBEDDING_RE, "embedding rule", err))) goto done;
@@ -349,8 +373,22 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     int packed_in = input_is_packed(r);
     p->full = is_full_checkpoint(r);
     for (size_t i = 0; i < p->n; i++) {
-        p->e[i].tensor = feather_tensor_at(r, i);
-        p->lora += (size_t)decide(r, &p->e[i], o, inc, exc, have_keep ? &keep : NULL, &embedding, &lora, p->preset, packed_in, p->full);
+        feather_plan_entry *e = &p->e[i];
+        e->tensor = feather_tensor_at(r, i);
+        p->lora += (size_t)decide(r, e, o, inc, exc, have_keep ? &preset_re : NULL, &embedding, &lora, p->preset, packed_in, p->full);
+        /* An fp8 input's scales are used as they are, so their number must say how. */
+        feather_scale_mode mode;
+        unsigned group;
+        const uint64_t ns = e->scale ? e->scale->nelem : 1;
+        if ((e->action == FEATHER_REPACK || e->action == FEATHER_REQUANT || e->action == FEATHER_DEQUANT) &&
+            feather_scale_mode_of(ns, e->n, e->k, &mode, &group)) {
+            st = feather_fail(err, FEATHER_E_INVALID,
+                              "%s: tensor '%s': %llu scales fit no scale layout of weight '%s' [%llu, %llu] (one, N, "
+                              "or N x K/G for a block size G that is a multiple of 16 and divides K)",
+                              feather_reader_path(r), e->scale->name, (unsigned long long)ns, e->tensor->name,
+                              (unsigned long long)e->n, (unsigned long long)e->k);
+            goto done;
+        }
     }
     /* Scale tensors consumed by a repacked/requantised weight, and metadata tensors that the
      * output regenerates, are dropped from the copy. */
@@ -358,7 +396,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     for (size_t i = 0; i < p->n; i++) {
         feather_plan_entry *e = &p->e[i];
         if (e->action == FEATHER_KEEP) continue;
-        selected++;
+        selected += e->action != FEATHER_DEQUANT;
         if (!e->scale) continue;
         for (size_t j = 0; j < p->n; j++)
             if (p->e[j].tensor == e->scale) {
@@ -393,7 +431,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
 done:
     for (size_t i = 0; i < ninc; i++) regfree(&inc[i]);
     for (size_t i = 0; i < nexc; i++) regfree(&exc[i]);
-    if (have_keep) regfree(&keep);
+    if (have_keep) regfree(&preset_re);
     if (have_emb) regfree(&embedding);
     if (have_lora) regfree(&lora);
     free(inc);

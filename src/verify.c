@@ -96,18 +96,6 @@ static int recorded_shape(const layout_info *li, const char *name, uint64_t *n, 
     return 1;
 }
 
-/* The weight's scale mode, from the number of scales its scale tensor holds. */
-static int scale_mode_of(uint64_t count, uint64_t n, uint64_t k, feather_scale_mode *mode, unsigned *group) {
-    if (count == 1) { *mode = FEATHER_SCALE_TENSOR; *group = 0; return 0; }
-    if (count == n) { *mode = FEATHER_SCALE_CHANNEL; *group = 0; return 0; }
-    if (count % n == 0 && k % (count / n) == 0 && (k / (count / n)) % 16 == 0) {
-        *mode = FEATHER_SCALE_BLOCK;
-        *group = (unsigned)(k / (count / n));
-        return 0;
-    }
-    return -1;
-}
-
 /* ---------------------------------------------------------------- activations */
 
 static uint64_t name_hash(const char *s) { return XXH3_64bits(s, strlen(s)); }
@@ -558,7 +546,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
             const void *sd = NULL;
             if (!s) note(p_scale, sizeof p_scale, "scale tensor '%s_scale' is missing", t->name);
             else if (s->dtype != FEATHER_F32) note(p_scale, sizeof p_scale, "scale tensor is %s, not F32", feather_dtype_name(s->dtype));
-            else if (scale_mode_of(s->nelem, n, k, &mode, &group))
+            else if (feather_scale_mode_of(s->nelem, n, k, &mode, &group))
                 note(p_scale, sizeof p_scale, "%llu scales fit no scale mode of a [%llu, %llu] weight",
                      (unsigned long long)s->nelem, (unsigned long long)n, (unsigned long long)k);
             else if (!feather_tensor_data(r, s, &sd, err)) {

@@ -295,9 +295,11 @@ TEST(convert_e4m3_input_is_requantised_with_warning) {
     feather_ctx_free(ctx);
 }
 
-/* An fp8 layer kept as it is (--exclude) keeps what ComfyUI needs to load it: its
- * .comfy_quant tag and its _quantization_metadata entry, in either output layout. */
-TEST(convert_kept_fp8_layer_keeps_its_comfy_tag) {
+/* An fp8 layer that is not converted (--exclude): in the comfy layout it is kept as it is, with
+ * what ComfyUI needs to load it (its .comfy_quant tag and _quantization_metadata entry); in the
+ * packed layout, whose loader runs such layers as plain weights without their scales, it becomes
+ * BF16: bf16(fp8 code x scale), element for element, with no scale or tag left. */
+TEST(convert_fp8_layer_not_converted) {
     const char *c4 = test_path("c4.safetensors"), *out = test_path("o.safetensors");
     feather_ctx *ctx = feather_ctx_new(2);
     feather_convert_options o;
@@ -305,6 +307,8 @@ TEST(convert_kept_fp8_layer_keeps_its_comfy_tag) {
     feather_error err = {0};
     REQUIRE(e4m3_input(ctx, c4, &err) == FEATHER_OK);
     const char *ex[] = {"^blocks\\.0\\.mlp\\.fc1\\."};
+    static const char *const layer[] = {"blocks.0.mlp.fc1.weight", "blocks.0.mlp.fc1.weight_scale",
+                                        "blocks.0.mlp.fc1.comfy_quant"};
     for (int comfy = 0; comfy < 2; comfy++) {
         if (comfy) comfy_e4m3(&o);
         else feather_convert_defaults(&o);
@@ -315,32 +319,58 @@ TEST(convert_kept_fp8_layer_keeps_its_comfy_tag) {
         if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
         REQUIRE(st == FEATHER_OK);
         CHECK_EQ_U(res.tensors_converted, 2);
+        CHECK(comfy || (res.nwarnings >= 1 && strstr(res.warnings[res.nwarnings - 1], "1 fp8 layer not converted "
+                                                                                       "(blocks.0.mlp.fc1.weight) dequantised to BF16")));
         feather_reader *r, *r4;
         REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
         REQUIRE(feather_open(&r4, c4, 0, &err) == FEATHER_OK);
-        /* the excluded layer: weight, scale and tag as they were */
-        static const char *const kept[] = {"blocks.0.mlp.fc1.weight", "blocks.0.mlp.fc1.weight_scale",
-                                           "blocks.0.mlp.fc1.comfy_quant"};
-        for (int i = 0; i < 3; i++) {
-            const feather_tensor *a = feather_find(r4, kept[i]), *b = feather_find(r, kept[i]);
-            REQUIRE(a);
-            if (!b) {
-                test_fail(__FILE__, __LINE__, "%s: %s missing", comfy ? "comfy" : "packed", kept[i]);
-                continue;
-            }
-            const void *da, *db;
-            REQUIRE(feather_tensor_data(r4, a, &da, &err) == FEATHER_OK);
-            REQUIRE(feather_tensor_data(r, b, &db, &err) == FEATHER_OK);
-            CHECK(a->dtype == b->dtype && a->nbytes == b->nbytes && !memcmp(da, db, a->nbytes));
-        }
+        const void *d[3], *dw;
+        for (int i = 0; i < 3; i++) REQUIRE(feather_tensor_data(r4, feather_find(r4, layer[i]), &d[i], &err) == FEATHER_OK);
+        const feather_tensor *w4 = feather_find(r4, layer[0]), *w = feather_find(r, layer[0]);
+        REQUIRE(w && feather_tensor_data(r, w, &dw, &err) == FEATHER_OK);
         const char *q = feather_metadata_get(r, 0, "_quantization_metadata");
-        REQUIRE(q);
-        CHECK_STR_CONTAINS(q, "\"blocks.0.mlp.fc1\":{\"format\":\"float8_e4m3fn\"}");
-        /* the converted layers: their tags and entries only in the comfy layout */
-        CHECK((strstr(q, "\"blocks.0.attn.qkv\"") != NULL) == comfy);
-        CHECK((feather_find(r, "blocks.0.attn.qkv.comfy_quant") != NULL) == comfy);
+        if (comfy) {
+            for (int i = 0; i < 3; i++) {
+                const feather_tensor *a = feather_find(r4, layer[i]), *b = feather_find(r, layer[i]);
+                const void *db;
+                REQUIRE(b && feather_tensor_data(r, b, &db, &err) == FEATHER_OK);
+                CHECK(a->dtype == b->dtype && a->nbytes == b->nbytes && !memcmp(d[i], db, a->nbytes));
+            }
+            REQUIRE(q);
+            CHECK_STR_CONTAINS(q, "\"blocks.0.mlp.fc1\":{\"format\":\"float8_e4m3fn\"}");
+            CHECK_STR_CONTAINS(q, "\"blocks.0.attn.qkv\"");
+        } else {
+            CHECK(!feather_find(r, layer[1]) && !feather_find(r, layer[2]) && !q);
+            REQUIRE(w->dtype == FEATHER_BF16 && w->ndim == 2 && w->shape[0] == w4->shape[0] && w->shape[1] == w4->shape[1]);
+            const float s = *(const float *)d[1];
+            uint64_t bad = 0;
+            for (uint64_t i = 0; i < w4->nelem; i++)
+                bad += ((const uint16_t *)dw)[i] !=
+                       feather_f32_to_bf16(feather_fp8_to_f32(((const uint8_t *)d[0])[i], FEATHER_FP8_E4M3FN) * s);
+            CHECK_EQ_U(bad, 0);
+        }
         feather_close(r);
         feather_close(r4);
+    }
+    feather_ctx_free(ctx);
+}
+
+/* An fp8 input whose scales fit no layout of its weight: one line, nothing written. */
+TEST(convert_fp8_scales_that_fit_nothing_are_refused) {
+    static const tspec t[] = {{"a.weight", FEATHER_F8_E5M2, 2, {64, 64}}, {"a.weight_scale", FEATHER_F32, 1, {5}},
+                              {"b.weight", FEATHER_F8_E5M2, 2, {64, 64}}, {"b.weight_scale", FEATHER_F32, 1, {0}}};
+    feather_ctx *ctx = feather_ctx_new(1);
+    for (int i = 0; i < 2; i++) {
+        const char *in = test_path("bad.safetensors"), *out = test_path("bad-out.safetensors");
+        REQUIRE(tu_write_model(in, t + 2 * i, 2, 1, NULL) == 0);
+        feather_convert_options o;
+        feather_convert_defaults(&o);
+        feather_convert_result res;
+        feather_error err = {0};
+        CHECK(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_E_INVALID);
+        CHECK_STR_CONTAINS(err.message, i ? "tensor 'b.weight_scale': 0 scales fit no scale layout of weight 'b.weight' [64, 64]"
+                                          : "tensor 'a.weight_scale': 5 scales fit no scale layout of weight 'a.weight' [64, 64]");
+        CHECK(access(out, F_OK) != 0);
     }
     feather_ctx_free(ctx);
 }

@@ -189,6 +189,45 @@ TEST(verify_reports_swapped_tensors_wrong_scale_and_wrong_reference) {
     feather_verify_report_free(r);
 }
 
+/* A scale tensor holding no scales (a file written elsewhere with feather's metadata): a
+ * problem of that weight, not a division by zero. */
+TEST(verify_weight_with_no_scales_is_a_problem) {
+    const char *orig = test_path("o.safetensors"), *conv = test_path("c.safetensors"), *odd = test_path("z.safetensors");
+    REQUIRE(make_pair(orig, conv, FEATHER_SCALE_TENSOR, 0) == 0);
+    feather_reader *r;
+    feather_error err = {0};
+    REQUIRE(feather_open(&r, conv, 0, &err) == FEATHER_OK);
+    const feather_tensor *w = feather_find(r, "l0.attn.qkv.weight");
+    REQUIRE(w);
+    /* the converted file's metadata and one of its packed weights, whose scale tensor is empty */
+    const char *meta[64];
+    size_t nm = 0;
+    for (size_t i = 0; i < feather_metadata_count(r, 0) && nm + 3 < 64; i++) {
+        if (!strcmp(feather_metadata_key(r, 0, i), FEATHER_HASH_KEY)) continue; /* the writer records its own */
+        meta[nm++] = feather_metadata_key(r, 0, i);
+        meta[nm++] = feather_metadata_value(r, 0, i);
+    }
+    meta[nm] = NULL;
+    const void *wd;
+    REQUIRE(feather_tensor_data(r, w, &wd, &err) == FEATHER_OK);
+    feather_writer *fw;
+    feather_write_options wo = {.overwrite = 1};
+    const uint64_t none = 0;
+    REQUIRE(feather_writer_open(&fw, odd, &wo, &err) == FEATHER_OK);
+    for (size_t i = 0; i < nm; i += 2) REQUIRE(feather_writer_metadata(fw, meta[i], meta[i + 1], &err) == FEATHER_OK);
+    REQUIRE(feather_writer_tensor(fw, w->name, w->dtype, w->ndim, w->shape, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_tensor(fw, "l0.attn.qkv.weight_scale", FEATHER_F32, 1, &none, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_begin(fw, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_write(fw, wd, w->nbytes, &err) == FEATHER_OK);
+    REQUIRE(feather_writer_commit(fw, &err) == FEATHER_OK);
+    feather_close(r);
+    feather_verify_report *rep = NULL;
+    CHECK(verify(odd, NULL, &rep) == FEATHER_E_MISMATCH);
+    REQUIRE(rep);
+    CHECK_STR_CONTAINS(problem_of(rep, "l0.attn.qkv.weight"), "0 scales fit no scale mode");
+    feather_verify_report_free(rep);
+}
+
 TEST(verify_cli_truncated_file_thresholds_and_reports) {
     char orig[1024], conv[1024], dir[1024];
     snprintf(orig, sizeof orig, "%s", test_path("o.safetensors"));

@@ -45,7 +45,10 @@ typedef enum feather_action {
     FEATHER_CONVERT,    /* quantised from F16/BF16/F32 */
     FEATHER_REPACK,     /* already fp8 with the target format: layout changes, bytes don't */
     FEATHER_REQUANT,    /* fp8 of another format (e4m3): dequantised and quantised again */
-    FEATHER_DROP        /* consumed by another entry (an input scale or comfy_quant tensor) */
+    FEATHER_DROP,       /* consumed by another entry (an input scale or comfy_quant tensor) */
+    FEATHER_DEQUANT     /* an fp8 weight not converted, in the packed layout: dequantised to BF16,
+                           since the packed layout's loader runs such layers as plain weights and
+                           ignores their scales */
 } feather_action;
 
 const char *feather_action_name(feather_action a);
@@ -54,8 +57,8 @@ typedef struct feather_plan_entry {
     const feather_tensor *tensor; /* input tensor */
     feather_action action;
     char reason[160];
-    uint64_t n, k;                 /* for converted weights: (N, K) */
-    const feather_tensor *scale;   /* for REPACK/REQUANT: the input's scale tensor, if any */
+    uint64_t n, k;                 /* for converted and dequantised weights: (N, K) */
+    const feather_tensor *scale;   /* for REPACK/REQUANT/DEQUANT: the input's scale tensor, if any */
     uint64_t bytes_in, bytes_out;  /* bytes_out includes the scale tensor */
 } feather_plan_entry;
 

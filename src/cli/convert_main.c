@@ -102,7 +102,7 @@ static int print_plan(feather_ctx *ctx, const char *input, const feather_convert
     if (!json) printf("%s (preset: %s)\n", input, feather_plan_preset(p));
     for (size_t i = 0; i < feather_plan_count(p); i++) {
         const feather_plan_entry *e = feather_plan_at(p, i);
-        if (e->action == FEATHER_KEEP) nkeep++;
+        if (e->action == FEATHER_KEEP || e->action == FEATHER_DEQUANT) nkeep++; /* as the conversion counts */
         else if (e->action != FEATHER_DROP) nconv++;
         if (json) {
             cJSON *x = cJSON_CreateObject();
