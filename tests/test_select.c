@@ -350,3 +350,46 @@ TEST(select_full_checkpoint_converts_its_diffusion_model) {
 #undef T5
 #undef CLIP
 }
+
+/* fp8 weights that are not converted: dequantised in the packed layout (whose loader runs them
+ * unscaled), left fp8 in the comfy layout; their scales and tags go with them. */
+TEST(select_fp8_weights_not_converted) {
+    static const tspec t[] = {
+        {"img_in.weight", FEATHER_F8_E4M3, 2, {64, 64}},
+        {"img_in.weight_scale", FEATHER_F32, 0, {0}},
+        {"img_in.comfy_quant", FEATHER_U8, 1, {8}},
+        {"double_blocks.0.img_attn.qkv.weight", FEATHER_F8_E5M2, 2, {192, 64}},
+        {"single_blocks.0.linear1.weight", FEATHER_F8_E5M2, 2, {448, 64}},
+        {"odd.weight", FEATHER_F8_E5M2, 2, {60, 64}},
+    };
+    const char *path = test_path("fp8.safetensors");
+    REQUIRE(tu_write_model(path, t, sizeof t / sizeof t[0], 1, NULL) == 0);
+    for (int comfy = 0; comfy < 2; comfy++) {
+        feather_convert_options o;
+        feather_convert_defaults(&o);
+        if (comfy) {
+            o.layout = FEATHER_LAYOUT_COMFY;
+            o.quant.mode = FEATHER_SCALE_TENSOR;
+        }
+        feather_reader *r;
+        feather_plan *p = plan_for(path, &o, &r);
+        REQUIRE(p);
+        CHECK(!strcmp(feather_plan_preset(p), "flux"));
+        const feather_plan_entry *in = entry(p, "img_in.weight"), *odd = entry(p, "odd.weight");
+        CHECK(entry(p, "double_blocks.0.img_attn.qkv.weight")->action == FEATHER_REPACK);
+        if (comfy) {
+            CHECK(in->action == FEATHER_REQUANT); /* the preset does not keep fp8 layers in fp8's own layout */
+            CHECK(odd->action == FEATHER_KEEP);
+            CHECK(entry(p, "img_in.comfy_quant")->action == FEATHER_DROP);
+        } else {
+            CHECK(in->action == FEATHER_DEQUANT && odd->action == FEATHER_DEQUANT);
+            CHECK_STR_CONTAINS(in->reason, "preset flux keeps this layer at full precision; fp8 dequantised to BF16");
+            CHECK_STR_CONTAINS(odd->reason, "shape [60, 64]");
+            CHECK_EQ_U(in->bytes_out, 2 * 64 * 64);
+            CHECK(entry(p, "img_in.weight_scale")->action == FEATHER_DROP);
+            CHECK(entry(p, "img_in.comfy_quant")->action == FEATHER_DROP);
+        }
+        feather_plan_free(p);
+        feather_close(r);
+    }
+}
