@@ -810,20 +810,23 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     if ((st = feather_plan_new(&c.plan, c.r, o, err))) goto out_reader;
     if ((st = feather_plan_check(c.plan, err))) goto out_plan;
     options_string(o, feather_plan_preset(c.plan), c.options, sizeof c.options);
-    size_t ndeq = 0;
-    const char *first_deq = NULL;
+    /* One warning for each kind, however many layers (the first one named). */
+    size_t nreq = 0, ndeq = 0;
+    const feather_tensor *first_req = NULL, *first_deq = NULL;
     for (size_t i = 0; i < feather_plan_count(c.plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c.plan, i);
         c.total += e->tensor->nbytes;
-        if (e->action == FEATHER_REQUANT)
-            warn(res, "%s: %s input requantised to %s: the rounding errors add up", e->tensor->name,
-                 feather_dtype_name(e->tensor->dtype), feather_fp8_name(o->quant.format));
-        if (e->action == FEATHER_DEQUANT && !ndeq++) first_deq = e->tensor->name;
+        if (e->action == FEATHER_REQUANT && !nreq++) first_req = e->tensor;
+        if (e->action == FEATHER_DEQUANT && !ndeq++) first_deq = e->tensor;
     }
+    if (nreq)
+        warn(res, "%zu fp8 layer%s (%s: %s%s) requantised to %s: the rounding errors add up", nreq, nreq == 1 ? "" : "s",
+             first_req->name, feather_dtype_name(first_req->dtype), nreq > 1 ? ", …" : "",
+             feather_fp8_name(o->quant.format));
     if (ndeq)
         warn(res, "%zu fp8 layer%s not converted (%s%s) dequantised to BF16: the packed layout's loader runs such "
                   "layers as plain weights, without their scales (see --plan)",
-             ndeq, ndeq == 1 ? "" : "s", first_deq, ndeq > 1 ? ", …" : "");
+             ndeq, ndeq == 1 ? "" : "s", first_deq->name, ndeq > 1 ? ", …" : "");
     res->bytes_in = feather_plan_bytes_in(c.plan);
     res->bytes_out = feather_plan_bytes_out(c.plan);
 
