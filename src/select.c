@@ -300,9 +300,16 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         e->scale = find_scale(r, t->name);
         nscales = e->scale ? e->scale->nelem : 1;
         feather_fp8 in_fmt = t->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;
-        if (in_fmt == o->quant.format) {
+        /* ComfyUI reads one scale per tensor: other scales cannot travel into the comfy layout. */
+        const int one_scale = o->layout == FEATHER_LAYOUT_COMFY && nscales > 1;
+        if (in_fmt == o->quant.format && !one_scale) {
             set(e, FEATHER_REPACK, "%s %s %s already %s: layout changes, values do not", dt, shp,
                 packed_in ? "packed" : "plain", feather_fp8_name(in_fmt));
+        } else if (one_scale) {
+            set(e, FEATHER_REQUANT, "%s %s: %llu scales requantised to the comfy layout's one per tensor (error adds up)",
+                dt, shp, (unsigned long long)nscales);
+            feather_quant_options q = o->quant;
+            nscales = feather_scale_count(&q, n, k);
         } else {
             set(e, FEATHER_REQUANT, "%s %s: %s requantised to %s (error adds up)", dt, shp,
                 feather_fp8_name(in_fmt), feather_fp8_name(o->quant.format));

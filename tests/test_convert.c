@@ -252,6 +252,35 @@ TEST(convert_comfy_layout_and_back_without_requantising) {
     feather_ctx_free(ctx);
 }
 
+/* A packed file with channel scales into the comfy layout, which takes one scale per tensor:
+ * requantised (with the warning), not repacked with scales ComfyUI would misread. */
+TEST(convert_channel_scales_into_comfy_layout_are_requantised) {
+    const char *in = test_path("m.safetensors"), *packed = test_path("p.safetensors"), *comfy = test_path("c.safetensors");
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 5, NULL) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o); /* channel scales */
+    feather_convert_result res;
+    feather_error err = {0};
+    REQUIRE(feather_convert(ctx, in, packed, &o, &res, &err) == FEATHER_OK);
+    o.layout = FEATHER_LAYOUT_COMFY;
+    o.quant.mode = FEATHER_SCALE_TENSOR;
+    feather_status st = feather_convert(ctx, packed, comfy, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    REQUIRE(st == FEATHER_OK);
+    CHECK(res.nwarnings == 1 && strstr(res.warnings[0], "3 fp8 layers") && strstr(res.warnings[0], "requantised"));
+    feather_reader *r;
+    REQUIRE(feather_open(&r, comfy, 0, &err) == FEATHER_OK);
+    for (size_t i = 0; i < feather_count(r); i++) {
+        const feather_tensor *t = feather_tensor_at(r, i);
+        const size_t len = strlen(t->name);
+        if (len > 13 && !strcmp(t->name + len - 13, ".weight_scale")) CHECK(t->ndim == 0 && t->nelem == 1);
+    }
+    CHECK(feather_find(r, "blocks.0.mlp.fc1.weight_scale") != NULL);
+    feather_close(r);
+    feather_ctx_free(ctx);
+}
+
 /* Options for the comfy layout in e4m3fn with one scale per tensor. */
 static void comfy_e4m3(feather_convert_options *o) {
     feather_convert_defaults(o);
