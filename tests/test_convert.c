@@ -372,7 +372,8 @@ TEST(convert_fp8_layer_not_converted) {
         } else {
             CHECK(!feather_find(r, layer[1]) && !feather_find(r, layer[2]) && !q);
             REQUIRE(w->dtype == FEATHER_BF16 && w->ndim == 2 && w->shape[0] == w4->shape[0] && w->shape[1] == w4->shape[1]);
-            const float s = *(const float *)d[1];
+            float s; /* (the scale follows a tag of odd length: unaligned) */
+            memcpy(&s, d[1], sizeof s);
             uint64_t bad = 0;
             for (uint64_t i = 0; i < w4->nelem; i++)
                 bad += ((const uint16_t *)dw)[i] !=
