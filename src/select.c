@@ -8,6 +8,8 @@
 #include "internal.h"
 #include "feather/convert.h"
 
+#include <cJSON.h>
+
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +169,17 @@ static int is_full_checkpoint(feather_reader *r) {
     return in && out;
 }
 
+/* Whether the layer of weight "X.weight" has a ComfyUI tag: an X.comfy_quant tensor, or an entry
+ * in the input's _quantization_metadata (tagged: its "layers", or NULL). */
+static int has_comfy_tag(feather_reader *r, const char *wname, const cJSON *tagged) {
+    char layer[4096];
+    snprintf(layer, sizeof layer, "%.*s", (int)(strlen(wname) - 7), wname);
+    if (cJSON_GetObjectItemCaseSensitive(tagged, layer)) return 1;
+    char tag[4200];
+    snprintf(tag, sizeof tag, "%s.comfy_quant", layer);
+    return feather_find(r, tag) != NULL;
+}
+
 static int is_float16_or_32(feather_dtype d) { return d == FEATHER_F16 || d == FEATHER_BF16 || d == FEATHER_F32; }
 
 /* Whether the input is a feather packed file: its fp8 weights are [K/16, N, 16]. */
@@ -225,7 +238,7 @@ static feather_status check_options(const feather_convert_options *o, feather_er
  * a LoRA factor, else 0. */
 static int decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
                   const regex_t *inc, const regex_t *exc, const regex_t *preset_keep, const regex_t *embedding,
-                  const regex_t *lora, const char *preset, int packed_in, int full) {
+                  const regex_t *lora, const char *preset, int packed_in, int full, const cJSON *tagged) {
     const feather_tensor *t = e->tensor;
     char shp[128];
     shape_str(t, shp, sizeof shp);
@@ -258,9 +271,12 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         set(e, FEATHER_KEEP, "%u-D %s %s (only 2-D linear weights are converted)", t->ndim, dt, shp);
         return 0;
     }
-    /* From here on an fp8 weight that is not converted is dequantised in the packed layout,
-     * but for the parts of a full checkpoint outside its diffusion model, kept as they are. */
-    const int outside = full && !in_diffusion_model(t->name), deq = fp8 && o->layout == FEATHER_LAYOUT_PACKED && !outside;
+    /* From here on an fp8 weight that is not converted is dequantised in the packed layout, and
+     * in the comfy layout where its layer has no ComfyUI tag (a legacy scaled_fp8 file's: next
+     * to the output's per-layer header ComfyUI would load it unscaled); the parts of a full
+     * checkpoint outside its diffusion model are kept as they are. */
+    const int outside = full && !in_diffusion_model(t->name);
+    const int deq = fp8 && !outside && (o->layout == FEATHER_LAYOUT_PACKED || !has_comfy_tag(r, t->name, tagged));
     e->n = n;
     e->k = k;
     if (deq) e->scale = find_scale(r, t->name);
@@ -360,6 +376,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     regex_t preset_re, embedding, lora;
     size_t ninc = 0, nexc = 0;
     int have_keep = 0, have_emb = 0, have_lora = 0;
+    cJSON *qj = NULL; /* the input's _quantization_metadata */
     if (!p || !inc || !exc) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
     for (; ninc < o->ninclude; ninc++)
         if ((st = compile_re(&inc[ninc], o->include[ninc], "--include", err))) goto done;
@@ -379,10 +396,14 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     if (!p->e) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
     int packed_in = input_is_packed(r);
     p->full = is_full_checkpoint(r);
+    /* (one header's layers: a sharded input's shards are told apart by their tensors' tags) */
+    const char *qm = feather_metadata_get(r, 0, "_quantization_metadata");
+    qj = qm ? cJSON_Parse(qm) : NULL;
+    const cJSON *tagged = cJSON_GetObjectItemCaseSensitive(qj, "layers");
     for (size_t i = 0; i < p->n; i++) {
         feather_plan_entry *e = &p->e[i];
         e->tensor = feather_tensor_at(r, i);
-        p->lora += (size_t)decide(r, e, o, inc, exc, have_keep ? &preset_re : NULL, &embedding, &lora, p->preset, packed_in, p->full);
+        p->lora += (size_t)decide(r, e, o, inc, exc, have_keep ? &preset_re : NULL, &embedding, &lora, p->preset, packed_in, p->full, tagged);
         /* An fp8 input's scales are used as they are, so their number must say how. */
         feather_scale_mode mode;
         unsigned group;
@@ -436,6 +457,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         p->bytes_out += p->e[i].bytes_out;
     }
 done:
+    cJSON_Delete(qj);
     for (size_t i = 0; i < ninc; i++) regfree(&inc[i]);
     for (size_t i = 0; i < nexc; i++) regfree(&exc[i]);
     if (have_keep) regfree(&preset_re);

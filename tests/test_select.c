@@ -352,7 +352,8 @@ TEST(select_full_checkpoint_converts_its_diffusion_model) {
 }
 
 /* fp8 weights that are not converted: dequantised in the packed layout (whose loader runs them
- * unscaled), left fp8 in the comfy layout; their scales and tags go with them. */
+ * unscaled), left fp8 in the comfy layout where their layer has a ComfyUI tag; their scales and
+ * tags go with them. */
 TEST(select_fp8_weights_not_converted) {
     static const tspec t[] = {
         {"img_in.weight", FEATHER_F8_E4M3, 2, {64, 64}},
@@ -361,6 +362,8 @@ TEST(select_fp8_weights_not_converted) {
         {"double_blocks.0.img_attn.qkv.weight", FEATHER_F8_E5M2, 2, {192, 64}},
         {"single_blocks.0.linear1.weight", FEATHER_F8_E5M2, 2, {448, 64}},
         {"odd.weight", FEATHER_F8_E5M2, 2, {60, 64}},
+        {"tagged.weight", FEATHER_F8_E5M2, 2, {60, 64}},
+        {"tagged.comfy_quant", FEATHER_U8, 1, {8}},
     };
     const char *path = test_path("fp8.safetensors");
     REQUIRE(tu_write_model(path, t, sizeof t / sizeof t[0], 1, NULL) == 0);
@@ -377,11 +380,16 @@ TEST(select_fp8_weights_not_converted) {
         CHECK(!strcmp(feather_plan_preset(p), "flux"));
         const feather_plan_entry *in = entry(p, "img_in.weight"), *odd = entry(p, "odd.weight");
         CHECK(entry(p, "double_blocks.0.img_attn.qkv.weight")->action == FEATHER_REPACK);
+        const feather_plan_entry *tagged = entry(p, "tagged.weight");
         if (comfy) {
             CHECK(in->action == FEATHER_REQUANT); /* the preset does not keep fp8 layers in fp8's own layout */
-            CHECK(odd->action == FEATHER_KEEP);
             CHECK(entry(p, "img_in.comfy_quant")->action == FEATHER_DROP);
+            /* kept as it is with its tag; without one (a legacy file's layer) ComfyUI would
+             * read it unscaled beside the output's per-layer header */
+            CHECK(tagged->action == FEATHER_KEEP && entry(p, "tagged.comfy_quant")->action == FEATHER_KEEP);
+            CHECK(odd->action == FEATHER_DEQUANT);
         } else {
+            CHECK(tagged->action == FEATHER_DEQUANT && entry(p, "tagged.comfy_quant")->action == FEATHER_DROP);
             CHECK(in->action == FEATHER_DEQUANT && odd->action == FEATHER_DEQUANT);
             CHECK_STR_CONTAINS(in->reason, "preset flux keeps this layer at full precision; fp8 dequantised to BF16");
             CHECK_STR_CONTAINS(odd->reason, "shape [60, 64]");
