@@ -824,8 +824,8 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
              first_req->name, feather_dtype_name(first_req->dtype), nreq > 1 ? ", …" : "",
              feather_fp8_name(o->quant.format));
     if (ndeq)
-        warn(res, "%zu fp8 layer%s not converted (%s%s) dequantised to BF16: the packed layout's loader runs such "
-                  "layers as plain weights, without their scales (see --plan)",
+        warn(res, "%zu fp8 layer%s not converted (%s%s) dequantised to BF16: the output's loader would run them as "
+                  "plain weights, without their scales (see --plan)",
              ndeq, ndeq == 1 ? "" : "s", first_deq->name, ndeq > 1 ? ", …" : "");
     res->bytes_in = feather_plan_bytes_in(c.plan);
     res->bytes_out = feather_plan_bytes_out(c.plan);

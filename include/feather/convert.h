@@ -46,9 +46,9 @@ typedef enum feather_action {
     FEATHER_REPACK,     /* already fp8 with the target format: layout changes, bytes don't */
     FEATHER_REQUANT,    /* fp8 of another format (e4m3): dequantised and quantised again */
     FEATHER_DROP,       /* consumed by another entry (an input scale or comfy_quant tensor) */
-    FEATHER_DEQUANT     /* an fp8 weight not converted, in the packed layout: dequantised to BF16,
-                           since the packed layout's loader runs such layers as plain weights and
-                           ignores their scales */
+    FEATHER_DEQUANT     /* an fp8 weight not converted whose loader would run it as a plain weight,
+                           ignoring its scale (the packed layout's; in the comfy layout one without
+                           a ComfyUI tag): dequantised to BF16 */
 } feather_action;
 
 const char *feather_action_name(feather_action a);
