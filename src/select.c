@@ -428,7 +428,8 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         if (!e->scale) continue;
         for (size_t j = 0; j < p->n; j++)
             if (p->e[j].tensor == e->scale) {
-                set(&p->e[j], FEATHER_DROP, "scale of %s, rewritten with it", e->tensor->name);
+                set(&p->e[j], FEATHER_DROP, "scale of %s, %s", e->tensor->name,
+                    e->action == FEATHER_DEQUANT ? "applied to its BF16 values" : "rewritten with it");
                 p->e[j].bytes_out = 0;
             }
     }
