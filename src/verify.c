@@ -346,7 +346,7 @@ static void weight_run_free(weight_run *w) {
  * points the job at its rows. */
 static feather_status weight_begin(vstate *v, weight_run *w, tensor_job *j, const char *name, const layout_info *li,
                                    const void *q, const float *scales, feather_scale_mode mode, unsigned group,
-                                   uint64_t n, uint64_t k, const feather_tensor *ref, const void *refdata) {
+                                   uint64_t n, uint64_t k, feather_dtype refdt, const void *refdata) {
     feather_error *err = v->err;
     uint64_t m = 0;
     feather_status st = activations(v->ctx, v->act, name, v->o, k, &w->a16, &w->a32, &m, err);
@@ -361,7 +361,7 @@ static feather_status weight_begin(vstate *v, weight_run *w, tensor_job *j, cons
     else w->ydeq = malloc(m * n * sizeof(float));
     if (!w->yref || !w->rowsums || !w->yf || (w->kernel ? !w->y : !w->ydeq))
         return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-    w->vw = (vrows_weight){.w = refdata, .wdt = ref->dtype, .q = q, .packed = li->packed, .fmt = li->fmt,
+    w->vw = (vrows_weight){.w = refdata, .wdt = refdt, .q = q, .packed = li->packed, .fmt = li->fmt,
                            .scales = scales, .mode = mode, .group = group, .n = n, .k = k, .a = w->a32,
                            .m = m, .yref = w->yref, .ydeq = w->ydeq, .rowsums = w->rowsums};
     j->units = UNITS_ROWS;
@@ -420,6 +420,67 @@ static char *xstrdup_scale_name(const char *w) {
     char *s = malloc(l + 7);
     if (s) snprintf(s, l + 7, "%s_scale", w);
     return s;
+}
+
+/* The scale tensor of an fp8 weight "X.weight" in a checkpoint: X.weight_scale, or the legacy
+ * X.scale_weight; NULL when it has none. */
+static const feather_tensor *fp8_scale_of(feather_reader *rd, const char *wname) {
+    char buf[4200];
+    snprintf(buf, sizeof buf, "%s_scale", wname);
+    const feather_tensor *s = feather_find(rd, buf);
+    if (s || !feather_ends_with(wname, ".weight")) return s;
+    snprintf(buf, sizeof buf, "%.*s.scale_weight", (int)(strlen(wname) - 7), wname);
+    return feather_find(rd, buf);
+}
+
+/* An fp8 reference weight of [N, K] (plain, or packed as a feather file stores it) dequantised
+ * with its own scales: what a file converted from an fp8 checkpoint is measured against. NULL
+ * with why filled when it cannot be (its shape or scales fit nothing), or out of memory. */
+static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const void *rd, uint64_t n, uint64_t k,
+                            char *why, size_t wl) {
+    const int packed = shape_is(rt, 3, k / 16, n, 16) && k % 16 == 0;
+    if (!packed && !shape_is(rt, 2, n, k, 0)) {
+        snprintf(why, wl, "the reference tensor's shape is not the recorded [%llu, %llu]", (unsigned long long)n,
+                 (unsigned long long)k);
+        return NULL;
+    }
+    const feather_tensor *s = fp8_scale_of(ref, rt->name);
+    const void *sd = NULL;
+    feather_scale_mode mode;
+    unsigned group;
+    feather_error e2;
+    if (s && (feather_scale_mode_of(s->nelem, n, k, &mode, &group) || feather_tensor_data(ref, s, &sd, &e2))) {
+        snprintf(why, wl, "the reference's scales (%s, %llu) fit no scale layout of its weight", s->name,
+                 (unsigned long long)s->nelem);
+        return NULL;
+    }
+    const uint64_t ns = s ? s->nelem : 1;
+    float *sc = malloc(ns * sizeof(float)), *out = malloc(n * k * sizeof(float));
+    if (sc && out) {
+        for (uint64_t i = 0; i < ns; i++) sc[i] = s ? feather_load_f32(s->dtype, sd, i) : 1.0f;
+        feather_dequantize(rd, packed, rt->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN,
+                           s ? mode : FEATHER_SCALE_TENSOR, s ? group : 0, sc, n, k, out);
+    } else {
+        free(out);
+        out = NULL;
+        snprintf(why, wl, "out of memory");
+    }
+    free(sc);
+    return out;
+}
+
+/* Whether a tensor of an fp8 reference that the conversion leaves out belongs to an fp8 weight
+ * of the converted file (its scale or ComfyUI tag) or is a legacy scaled_fp8 marker. */
+static int fp8_companion(feather_reader *r, const feather_tensor *rt) {
+    static const char *const tails[] = {".weight_scale", ".scale_weight", ".comfy_quant"};
+    if (feather_ends_with(rt->name, "scaled_fp8") && rt->ndim <= 1) return 1;
+    for (int i = 0; i < 3; i++)
+        if (feather_ends_with(rt->name, tails[i])) {
+            char w[4200];
+            snprintf(w, sizeof w, "%.*s.weight", (int)(strlen(rt->name) - strlen(tails[i])), rt->name);
+            return feather_find(r, w) != NULL;
+        }
+    return 0;
 }
 
 /* Looks for reference shard hashes equal to this shard's recorded source hash. */
@@ -570,6 +631,8 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         }
         const feather_tensor *rt = NULL;
         const void *rd = NULL;
+        float *rdeq = NULL;     /* an fp8 reference, dequantised */
+        uint16_t *rbf16 = NULL; /* and rounded to BF16 */
         int measure = 0;
         if (ref) {
             rt = feather_find(ref, t->name);
@@ -585,18 +648,34 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                     job.rdata = rd;
                     job.rbytes = rt->nbytes;
                 }
-                if (!conv) {
+                const int rfp8 = rt->dtype == FEATHER_F8_E5M2 || rt->dtype == FEATHER_F8_E4M3;
+                if (!conv && rfp8 && t->dtype == FEATHER_BF16 && t->ndim == 2) {
+                    /* an fp8 weight the conversion dequantised: bf16(code x scale), to the bit */
+                    char why[200];
+                    if (!(rdeq = fp8_reference(ref, rt, rd, t->shape[0], t->shape[1], why, sizeof why)) ||
+                        !(rbf16 = malloc(t->nbytes))) {
+                        note(p_ref, sizeof p_ref, "%s", rdeq ? "out of memory" : why);
+                    } else {
+                        for (uint64_t j = 0; j < t->nelem; j++) rbf16[j] = feather_f32_to_bf16(rdeq[j]);
+                        job.units = UNITS_COMPARE;
+                        job.other = rbf16;
+                    }
+                } else if (!conv) {
                     if (rt->dtype != t->dtype || rt->nbytes != t->nbytes) {
                         note(p_ref, sizeof p_ref, "kept tensor differs from the reference");
                     } else {
                         job.units = UNITS_COMPARE;
                         job.other = rd;
                     }
+                } else if (rfp8) {
+                    char why[200];
+                    if (!(rdeq = fp8_reference(ref, rt, rd, n, k, why, sizeof why))) note(p_ref, sizeof p_ref, "%s", why);
+                    else measure = layout_ok && scales_ok;
                 } else if (rt->ndim != 2 || rt->shape[0] != n || rt->shape[1] != k) {
                     note(p_ref, sizeof p_ref, "the reference tensor's shape is not the recorded [%llu, %llu]",
                          (unsigned long long)n, (unsigned long long)k);
                 } else if (rt->dtype != FEATHER_F16 && rt->dtype != FEATHER_BF16 && rt->dtype != FEATHER_F32) {
-                    note(p_ref, sizeof p_ref, "the reference tensor is %s: errors are measured against a 16- or 32-bit original",
+                    note(p_ref, sizeof p_ref, "the reference tensor is %s: errors are measured against a float or fp8 original",
                          feather_dtype_name(rt->dtype));
                 } else {
                     measure = layout_ok && scales_ok;
@@ -606,7 +685,8 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
 
         weight_run w;
         memset(&w, 0, sizeof w);
-        if (measure && (st = weight_begin(&v, &w, &job, t->name, L, d, scales, mode, group, n, k, rt, rd)) == FEATHER_OK)
+        if (measure && (st = weight_begin(&v, &w, &job, t->name, L, d, scales, mode, group, n, k,
+                                          rdeq ? FEATHER_F32 : rt->dtype, rdeq ? (const void *)rdeq : rd)) == FEATHER_OK)
             st = run_job(ctx, &job, err);
         else if (!measure)
             st = run_job(ctx, &job, err);
@@ -627,6 +707,8 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         }
         weight_run_free(&w);
         free(scales);
+        free(rdeq);
+        free(rbf16);
         if (rt) feather_tensor_release(ref, rt);
         feather_tensor_release(r, t);
         if (st) goto out;
@@ -645,7 +727,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         /* tensors of the original that did not make it into the conversion */
         for (size_t i = 0; i < feather_count(ref); i++) {
             const feather_tensor *rt = feather_tensor_at(ref, i);
-            if (feather_find(r, rt->name)) continue;
+            if (feather_find(r, rt->name) || fp8_companion(r, rt)) continue;
             feather_verify_tensor *vt = &rep->tensors[rep->count++];
             snprintf(vt->name, sizeof vt->name, "%s", rt->name);
             snprintf(vt->dtype, sizeof vt->dtype, "%s", feather_dtype_name(rt->dtype));

@@ -189,6 +189,46 @@ TEST(verify_reports_swapped_tensors_wrong_scale_and_wrong_reference) {
     feather_verify_report_free(r);
 }
 
+/* A conversion of an fp8 checkpoint, measured against it: its weights dequantised with their
+ * own scales are the original, the scales and tags the conversion rewrote are not missing, and a
+ * layer the conversion dequantised must equal bf16(code x scale) to the bit. */
+TEST(verify_against_an_fp8_reference) {
+    const char *orig = test_path("o.safetensors"), *fp8 = test_path("e4.safetensors"), *conv = test_path("c.safetensors");
+    REQUIRE(make_pair_as(orig, fp8, FEATHER_SCALE_TENSOR, 0, FEATHER_FP8_E4M3FN, FEATHER_LAYOUT_COMFY) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    const char *ex[] = {"^l0[.]mlp[.]fc1[.]"};
+    o.exclude = ex;
+    o.nexclude = 1;
+    feather_convert_result res;
+    feather_error err = {0};
+    REQUIRE(feather_convert(ctx, fp8, conv, &o, &res, &err) == FEATHER_OK);
+    feather_ctx_free(ctx);
+    feather_verify_report *r = NULL;
+    CHECK(verify(conv, fp8, &r) == FEATHER_OK);
+    REQUIRE(r);
+    CHECK(feather_report_ok(r));
+    const feather_verify_tensor *q = find(r, "l0.attn.qkv.weight");
+    REQUIRE(q);
+    CHECK(q->converted && !q->problem[0]);
+    CHECK(q->measured && q->output_measured);
+    CHECK(q->weight_snr_db > 20 && q->weight_snr_db < 60); /* e4m3 requantised to e5m2: measured, not exact */
+    CHECK(!problem_of(r, "l0.mlp.fc1.weight")[0]);
+    feather_verify_report_free(r);
+
+    /* the reference's scale of the dequantised layer changed: its BF16 values no longer match */
+    const long so = data_offset(fp8, "l0.mlp.fc1.weight_scale");
+    REQUIRE(so > 0);
+    flip_byte(fp8, so + 1, 0x01);
+    r = NULL;
+    CHECK(verify(conv, fp8, &r) == FEATHER_E_MISMATCH);
+    REQUIRE(r);
+    CHECK_STR_CONTAINS(problem_of(r, "l0.mlp.fc1.weight"), "kept tensor differs from the reference");
+    CHECK(!problem_of(r, "l0.attn.qkv.weight")[0]);
+    feather_verify_report_free(r);
+}
+
 /* A scale tensor holding no scales (a file written elsewhere with feather's metadata): a
  * problem of that weight, not a division by zero. */
 TEST(verify_weight_with_no_scales_is_a_problem) {
