@@ -1,8 +1,23 @@
 /* Dequantisation of plain (N, K) or packed (K/16, N, 16) fp8 codes to f32: out = f32(q) · s,
  * one f32 multiply, with the scale chosen by the mode (see quant.h): none, absmax and tensor
- * use scales[0] (1 when scales is NULL), channel scales[n], block scales[n·K/G + k/G]. */
+ * use scales[0] (1 when scales is NULL), channel scales[n], block scales[n·K/G + k/G]. Also
+ * how an fp8 checkpoint's scales are found and read: their tensor's name and, from its size,
+ * their layout. */
 #include "internal.h"
 #include "feather/quant.h"
+
+#include <stdio.h>
+
+const feather_tensor *feather_fp8_scale_of(feather_reader *r, const char *wname) {
+    const size_t len = strlen(wname);
+    char buf[4096];
+    if (len + 8 > sizeof buf) return NULL;
+    snprintf(buf, sizeof buf, "%s_scale", wname);
+    const feather_tensor *s = feather_find(r, buf);
+    if (s || !feather_ends_with(wname, ".weight")) return s;
+    snprintf(buf, sizeof buf, "%.*s.scale_weight", (int)(len - 7), wname);
+    return feather_find(r, buf);
+}
 
 int feather_scale_mode_of(uint64_t count, uint64_t n, uint64_t k, feather_scale_mode *mode, unsigned *group) {
     *group = 0;

@@ -57,6 +57,10 @@ float feather_load_f32(feather_dtype dt, const void *p, uint64_t i);
  * scale layout of an fp8 input, or of a feather file, is told by its size alone. */
 int feather_scale_mode_of(uint64_t count, uint64_t n, uint64_t k, feather_scale_mode *mode, unsigned *group);
 
+/* The scale tensor of an fp8 weight "X.weight": X.weight_scale, or the legacy X.scale_weight;
+ * NULL when it has none. */
+const feather_tensor *feather_fp8_scale_of(feather_reader *r, const char *wname);
+
 static inline int feather_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && !strcmp(s + n - m, suffix);

@@ -122,20 +122,6 @@ static const feather_preset *detect(feather_reader *r, feather_error *err, feath
     return NULL;
 }
 
-/* The scale tensor that goes with an fp8 weight "X.weight": X.weight_scale, or the legacy
- * X.scale_weight. */
-static const feather_tensor *find_scale(feather_reader *r, const char *wname) {
-    size_t len = strlen(wname);
-    if (len < 7 || !feather_ends_with(wname, ".weight")) return NULL;
-    char buf[4096];
-    if (len + 8 > sizeof buf) return NULL;
-    snprintf(buf, sizeof buf, "%s_scale", wname);
-    const feather_tensor *t = feather_find(r, buf);
-    if (t) return t;
-    snprintf(buf, sizeof buf, "%.*s.scale_weight", (int)(len - 7), wname);
-    return feather_find(r, buf);
-}
-
 /* Embedding tables are lookups, not matmuls: they stay as they are. */
 #define EMBEDDING_RE B0 "(embed_tokens|embed_positions|tok_embeddings|word_embeddings|position_embeddings|" \
                      "token_type_embeddings|wte|wpe|shared|embedding|embeddings|token_embedding|" \
@@ -279,7 +265,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     const int deq = fp8 && !outside && (o->layout == FEATHER_LAYOUT_PACKED || !has_comfy_tag(r, t->name, tagged));
     e->n = n;
     e->k = k;
-    if (deq) e->scale = find_scale(r, t->name);
+    if (deq) e->scale = feather_fp8_scale_of(r, t->name);
     if (name_matches(embedding, t->name)) {
         keep(e, deq, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
         return 0;
@@ -313,7 +299,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     }
     uint64_t nscales;
     if (fp8) {
-        e->scale = find_scale(r, t->name);
+        e->scale = feather_fp8_scale_of(r, t->name);
         nscales = e->scale ? e->scale->nelem : 1;
         feather_fp8 in_fmt = t->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;
         /* ComfyUI reads one scale per tensor: other scales cannot travel into the comfy layout. */

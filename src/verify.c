@@ -422,17 +422,6 @@ static char *xstrdup_scale_name(const char *w) {
     return s;
 }
 
-/* The scale tensor of an fp8 weight "X.weight" in a checkpoint: X.weight_scale, or the legacy
- * X.scale_weight; NULL when it has none. */
-static const feather_tensor *fp8_scale_of(feather_reader *rd, const char *wname) {
-    char buf[4200];
-    snprintf(buf, sizeof buf, "%s_scale", wname);
-    const feather_tensor *s = feather_find(rd, buf);
-    if (s || !feather_ends_with(wname, ".weight")) return s;
-    snprintf(buf, sizeof buf, "%.*s.scale_weight", (int)(strlen(wname) - 7), wname);
-    return feather_find(rd, buf);
-}
-
 /* An fp8 reference weight of [N, K] (plain, or packed as a feather file stores it) dequantised
  * with its own scales: what a file converted from an fp8 checkpoint is measured against. NULL
  * with why filled when it cannot be (its shape or scales fit nothing), or out of memory. */
@@ -444,7 +433,7 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
                  (unsigned long long)k);
         return NULL;
     }
-    const feather_tensor *s = fp8_scale_of(ref, rt->name);
+    const feather_tensor *s = feather_fp8_scale_of(ref, rt->name);
     const void *sd = NULL;
     feather_scale_mode mode;
     unsigned group;
