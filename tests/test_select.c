@@ -364,9 +364,11 @@ TEST(select_fp8_weights_not_converted) {
         {"odd.weight", FEATHER_F8_E5M2, 2, {60, 64}},
         {"tagged.weight", FEATHER_F8_E5M2, 2, {60, 64}},
         {"tagged.comfy_quant", FEATHER_U8, 1, {8}},
+        {"listed.weight", FEATHER_F8_E5M2, 2, {60, 64}}, /* tagged in the header only */
     };
     const char *path = test_path("fp8.safetensors");
-    REQUIRE(tu_write_model(path, t, sizeof t / sizeof t[0], 1, NULL) == 0);
+    const char *meta[] = {"_quantization_metadata", "{\"format_version\": \"1.0\", \"layers\": {\"listed\": {\"format\": \"float8_e5m2\"}}}", NULL};
+    REQUIRE(tu_write_model(path, t, sizeof t / sizeof t[0], 1, meta) == 0);
     for (int comfy = 0; comfy < 2; comfy++) {
         feather_convert_options o;
         feather_convert_defaults(&o);
@@ -387,9 +389,11 @@ TEST(select_fp8_weights_not_converted) {
             /* kept as it is with its tag; without one (a legacy file's layer) ComfyUI would
              * read it unscaled beside the output's per-layer header */
             CHECK(tagged->action == FEATHER_KEEP && entry(p, "tagged.comfy_quant")->action == FEATHER_KEEP);
+            CHECK(entry(p, "listed.weight")->action == FEATHER_KEEP);
             CHECK(odd->action == FEATHER_DEQUANT);
         } else {
             CHECK(tagged->action == FEATHER_DEQUANT && entry(p, "tagged.comfy_quant")->action == FEATHER_DROP);
+            CHECK(entry(p, "listed.weight")->action == FEATHER_DEQUANT);
             CHECK(in->action == FEATHER_DEQUANT && odd->action == FEATHER_DEQUANT);
             CHECK_STR_CONTAINS(in->reason, "preset flux keeps this layer at full precision; fp8 dequantised to BF16");
             CHECK_STR_CONTAINS(odd->reason, "shape [60, 64]");
