@@ -355,8 +355,11 @@ static void note_snr(conv *c, const feather_tensor *t, const feather_quant_stats
     }
 }
 
-static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t count, size_t *cap) {
+/* An fp8 input's scales (one, where it has no scale tensor) into c->scales; the plan checked
+ * that their number fits the weight. */
+static feather_status read_scales(conv *c, const feather_plan_entry *e, size_t *cap) {
     feather_error *err = c->err;
+    const uint64_t count = e->scale ? e->scale->nelem : 1;
     feather_status st = grow((void **)&c->scales, cap, count * sizeof(float), err);
     if (st) return st;
     if (!e->scale) {
@@ -365,10 +368,6 @@ static feather_status read_scales(conv *c, const feather_plan_entry *e, uint64_t
     }
     const void *sd;
     if ((st = feather_tensor_data(c->r, e->scale, &sd, err))) return st;
-    if (e->scale->nelem != count && !(count == 1 && e->scale->nelem == 1))
-        return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': %llu scales do not fit weight '%s' [%llu, %llu]",
-                            feather_reader_path(c->r), e->scale->name, (unsigned long long)e->scale->nelem,
-                            e->tensor->name, (unsigned long long)e->n, (unsigned long long)e->k);
     for (uint64_t i = 0; i < count; i++) {
         c->scales[i] = feather_load_f32(e->scale->dtype, sd, i);
         if (!isfinite(c->scales[i]) || !(c->scales[i] > 0))
@@ -416,11 +415,11 @@ static feather_status dequantize_input(conv *c, const feather_plan_entry *e, con
     feather_scale_mode mode;
     feather_scale_mode_of(e->scale ? e->scale->nelem : 1, e->n, e->k, &mode, &group);
     const uint64_t nk = e->n * e->k;
-    feather_status st = read_scales(c, e, e->scale ? e->scale->nelem : 1, &c->s_caps[slot]);
+    feather_status st = read_scales(c, e, &c->s_caps[slot]);
     c->ss[slot] = c->scales;
     if (st || (st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), c->err))) return st;
-    feather_dequantize(data, e->tensor->ndim == 3, e->tensor->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN,
-                       mode, group, c->scales, e->n, e->k, c->wide);
+    feather_dequantize(data, e->tensor->ndim == 3, feather_fp8_of(e->tensor->dtype), mode, group, c->scales, e->n, e->k,
+                       c->wide);
     return FEATHER_OK;
 }
 
@@ -463,7 +462,7 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         return FEATHER_OK;
     }
     if (e->action == FEATHER_REPACK) {
-        st = read_scales(c, e, e->scale ? e->scale->nelem : 1, s_cap);
+        st = read_scales(c, e, s_cap);
         c->ss[slot] = c->scales;
         if (st) return st;
         if (in_packed == packed) memcpy(c->q, data, nk);

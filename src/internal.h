@@ -66,6 +66,17 @@ static inline int feather_ends_with(const char *s, const char *suffix) {
     return n >= m && !strcmp(s + n - m, suffix);
 }
 
+/* The fp8 format of an F8_E5M2 or F8_E4M3 tensor. */
+static inline feather_fp8 feather_fp8_of(feather_dtype d) {
+    return d == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;
+}
+
+/* Whether t is a legacy ComfyUI "PREFIX.scaled_fp8" marker (its dtype and size say how the
+ * file's fp8 layers are run; at most one element). */
+static inline int feather_is_scaled_fp8_marker(const feather_tensor *t) {
+    return feather_ends_with(t->name, "scaled_fp8") && t->ndim <= 1;
+}
+
 /* XXH3-64 of one shard's bytes in file order (length, header, then tensors by offset), i.e. of
  * the file itself: what feather.source_xxh3 records. Drops each tensor's pages once hashed. */
 feather_status feather_shard_xxh3(feather_reader *r, unsigned shard, uint64_t *out, feather_error *err);

@@ -267,7 +267,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     const int deq = fp8 && !outside && (o->layout == FEATHER_LAYOUT_PACKED || !has_comfy_tag(r, t, tagged));
     e->n = n;
     e->k = k;
-    if (deq) e->scale = feather_fp8_scale_of(r, t->name);
+    if (fp8) e->scale = feather_fp8_scale_of(r, t->name);
     if (name_matches(embedding, t->name)) {
         keep(e, deq, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
         return 0;
@@ -301,9 +301,8 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     }
     uint64_t nscales;
     if (fp8) {
-        e->scale = feather_fp8_scale_of(r, t->name);
         nscales = e->scale ? e->scale->nelem : 1;
-        feather_fp8 in_fmt = t->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;
+        feather_fp8 in_fmt = feather_fp8_of(t->dtype);
         /* ComfyUI reads one scale per tensor: other scales cannot travel into the comfy layout. */
         const int one_scale = o->layout == FEATHER_LAYOUT_COMFY && nscales > 1;
         if (in_fmt == o->quant.format && !one_scale) {
@@ -435,7 +434,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
             }
             set(e, FEATHER_DROP, "ComfyUI layer metadata, regenerated for the output");
             e->bytes_out = 0;
-        } else if (feather_ends_with(e->tensor->name, "scaled_fp8") && e->tensor->ndim <= 1 &&
+        } else if (feather_is_scaled_fp8_marker(e->tensor) &&
                    (!p->full || in_diffusion_model(e->tensor->name))) {
             set(e, FEATHER_DROP, "legacy scaled_fp8 marker, replaced by per-layer metadata");
             e->bytes_out = 0;

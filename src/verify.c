@@ -447,8 +447,8 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
     float *sc = malloc(ns * sizeof(float)), *out = malloc(n * k * sizeof(float));
     if (sc && out) {
         for (uint64_t i = 0; i < ns; i++) sc[i] = s ? feather_load_f32(s->dtype, sd, i) : 1.0f;
-        feather_dequantize(rd, packed, rt->dtype == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN,
-                           s ? mode : FEATHER_SCALE_TENSOR, s ? group : 0, sc, n, k, out);
+        feather_dequantize(rd, packed, feather_fp8_of(rt->dtype), s ? mode : FEATHER_SCALE_TENSOR, s ? group : 0, sc, n,
+                           k, out);
     } else {
         free(out);
         out = NULL;
@@ -462,7 +462,7 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
  * of the converted file (its scale or ComfyUI tag) or is a legacy scaled_fp8 marker. */
 static int fp8_companion(feather_reader *r, const feather_tensor *rt) {
     static const char *const tails[] = {".weight_scale", ".scale_weight", ".comfy_quant"};
-    if (feather_ends_with(rt->name, "scaled_fp8") && rt->ndim <= 1) return 1;
+    if (feather_is_scaled_fp8_marker(rt)) return 1;
     for (int i = 0; i < 3; i++)
         if (feather_ends_with(rt->name, tails[i])) {
             char w[4200];

@@ -58,7 +58,7 @@ typedef struct feather_plan_entry {
     feather_action action;
     char reason[160];
     uint64_t n, k;                 /* for converted and dequantised weights: (N, K) */
-    const feather_tensor *scale;   /* for REPACK/REQUANT/DEQUANT: the input's scale tensor, if any */
+    const feather_tensor *scale;   /* for an fp8 weight: the input's scale tensor, if any */
     uint64_t bytes_in, bytes_out;  /* bytes_out includes the scale tensor */
 } feather_plan_entry;
 
