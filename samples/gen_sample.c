@@ -174,6 +174,42 @@ static void fam_flux(model *m) {
     meta(m, "modelspec.title", "feather sample (flux)");
 }
 
+/* FLUX.2 (dev, klein) in the BFL layout: no biases, SwiGLU feed-forward (gate and value fused,
+ * 3h each), 128 latent channels, and the blocks' modulation from three shared layers. */
+static void fam_flux2(model *m) {
+    uint64_t h = m->h, ff = 3 * h, ctx = m->ctx, hd = m->head_dim;
+    char p[256];
+    linear(m, "", "img_in", h, 128, 0);
+    linear(m, "", "txt_in", h, ctx, 0);
+    linear(m, "time_in", "in_layer", h, 256, 0);
+    linear(m, "time_in", "out_layer", h, h, 0);
+    linear(m, "guidance_in", "in_layer", h, 256, 0);
+    linear(m, "guidance_in", "out_layer", h, h, 0);
+    linear(m, "double_stream_modulation_img", "lin", 6 * h, h, 0);
+    linear(m, "double_stream_modulation_txt", "lin", 6 * h, h, 0);
+    linear(m, "single_stream_modulation", "lin", 3 * h, h, 0);
+    static const char *const stream[2] = {"img", "txt"};
+    for (unsigned i = 0; i < m->blocks; i++)
+        for (int s = 0; s < 2; s++) {
+            const char *x = stream[s];
+            linear(m, fmt(p, sizeof p, "double_blocks.%u.%s_attn", i, x), "qkv", 3 * h, h, 0);
+            linear(m, p, "proj", h, h, 0);
+            norm(m, p, "norm.query_norm.scale", hd);
+            norm(m, p, "norm.key_norm.scale", hd);
+            linear(m, fmt(p, sizeof p, "double_blocks.%u.%s_mlp", i, x), "0", 2 * ff, h, 0);
+            linear(m, p, "2", h, ff, 0);
+        }
+    for (unsigned i = 0; i < m->blocks; i++) {
+        fmt(p, sizeof p, "single_blocks.%u", i);
+        linear(m, p, "linear1", 3 * h + 2 * ff, h, 0);
+        linear(m, p, "linear2", h, h + ff, 0);
+        norm(m, p, "norm.query_norm.scale", hd);
+        norm(m, p, "norm.key_norm.scale", hd);
+    }
+    linear(m, "final_layer", "adaLN_modulation.1", 2 * h, h, 0);
+    linear(m, "final_layer", "linear", 128, h, 0);
+}
+
 /* Qwen-Image (diffusers transformer layout). */
 static void fam_qwen(model *m) {
     uint64_t h = m->h, mlp = m->mlp, ctx = m->ctx, hd = m->head_dim;
@@ -486,6 +522,62 @@ static void fam_zimage(model *m) {
     linear(m, "final_layer", "adaLN_modulation.1", h, h, 1);
 }
 
+/* Anima: a Cosmos-Predict2 DiT under net. (no biases; adaLN-LoRA modulation of width 256 in
+ * every block; a patch embedding of 68 inputs, which no fp8 kernel takes) with the adapter that
+ * turns the text encoder's states into its context (llm_adapter, width ctx). */
+static void fam_anima(model *m) {
+    uint64_t h = m->h, mlp = m->mlp, ctx = m->ctx, hd = m->head_dim, lora = 256;
+    char p[256];
+    linear(m, "net.x_embedder", "proj.1", h, 68, 0);
+    linear(m, "net.t_embedder.1", "linear_1", h, h, 0);
+    linear(m, "net.t_embedder.1", "linear_2", 3 * h, h, 0);
+    norm(m, "net.t_embedding_norm", "weight", h);
+    for (unsigned i = 0; i < m->blocks; i++) {
+        static const char *const attn[2] = {"self_attn", "cross_attn"};
+        for (int a = 0; a < 2; a++) {
+            const uint64_t kv_in = a ? ctx : h;
+            fmt(p, sizeof p, "net.blocks.%u.%s", i, attn[a]);
+            linear(m, p, "q_proj", h, h, 0);
+            linear(m, p, "k_proj", h, kv_in, 0);
+            linear(m, p, "v_proj", h, kv_in, 0);
+            linear(m, p, "output_proj", h, h, 0);
+            norm(m, p, "q_norm.weight", hd);
+            norm(m, p, "k_norm.weight", hd);
+        }
+        fmt(p, sizeof p, "net.blocks.%u", i);
+        linear(m, p, "mlp.layer1", mlp, h, 0);
+        linear(m, p, "mlp.layer2", h, mlp, 0);
+        static const char *const mod[3] = {"adaln_modulation_self_attn", "adaln_modulation_cross_attn",
+                                           "adaln_modulation_mlp"};
+        for (int j = 0; j < 3; j++) {
+            char q[300];
+            fmt(q, sizeof q, "%s.%s", p, mod[j]);
+            linear(m, q, "1", lora, h, 0);
+            linear(m, q, "2", 3 * h, lora, 0);
+        }
+    }
+    linear(m, "net.final_layer", "adaln_modulation.1", lora, h, 0);
+    linear(m, "net.final_layer", "adaln_modulation.2", 2 * h, lora, 0);
+    linear(m, "net.final_layer", "linear", 64, h, 0);
+    add(m, V_WEIGHT, "net.llm_adapter.embed", "weight", SHAPE(8 * h, ctx));
+    for (unsigned i = 0; i < 2; i++) {
+        static const char *const attn[2] = {"self_attn", "cross_attn"};
+        for (int a = 0; a < 2; a++) {
+            fmt(p, sizeof p, "net.llm_adapter.blocks.%u.%s", i, attn[a]);
+            static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+            for (int j = 0; j < 4; j++) linear(m, p, proj[j], ctx, ctx, 0);
+        }
+        fmt(p, sizeof p, "net.llm_adapter.blocks.%u", i);
+        norm(m, p, "norm_self_attn.weight", ctx);
+        norm(m, p, "norm_cross_attn.weight", ctx);
+        norm(m, p, "norm_mlp.weight", ctx);
+        linear(m, p, "mlp.0", 4 * ctx, ctx, 1);
+        linear(m, p, "mlp.2", ctx, 4 * ctx, 1);
+    }
+    norm(m, "net.llm_adapter.norm", "weight", ctx);
+    linear(m, "net.llm_adapter", "out_proj", ctx, ctx, 1);
+}
+
 /* A Llama-style decoder-only language model (Hugging Face transformers names), with grouped
  * key/value heads (kv width h/4) and a vocabulary of 8h. */
 static void fam_llm(model *m) {
@@ -537,12 +629,14 @@ typedef struct family {
 
 static const family families[] = {
     {"flux", "Flux.1 transformer (BFL layout): double_blocks, single_blocks", fam_flux},
+    {"flux2", "FLUX.2 transformer (BFL layout): shared modulation, SwiGLU, no biases", fam_flux2},
     {"qwen-image", "Qwen-Image transformer (diffusers layout): transformer_blocks with img/txt streams", fam_qwen},
     {"wan", "Wan 2.x video transformer: blocks with self/cross attention, 5-D patch embedding", fam_wan},
     {"sd3", "Stable Diffusion 3 MMDiT: joint_blocks with x_block/context_block", fam_sd3},
     {"sdxl", "SDXL checkpoint: UNet (model.diffusion_model.*), two text encoders (conditioner.*), VAE", fam_sdxl},
     {"hunyuan-video", "HunyuanVideo transformer: token refiner, double_blocks, single_blocks", fam_hunyuan},
     {"z-image", "Z-Image transformer: noise/context refiners and layers", fam_zimage},
+    {"anima", "Anima: Cosmos-Predict2 transformer (net.blocks) and its text adapter (llm_adapter)", fam_anima},
     {"llm", "Llama-style language model (model.layers.*, lm_head)", fam_llm},
     {"plain", "no known family: a generic encoder (encoder.layers.*)", fam_plain},
 };

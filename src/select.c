@@ -19,15 +19,21 @@
 #define B0 "(^|\\.)"
 #define B1 "(\\.|$)"
 
-/* Flux in its original (BFL) names or in diffusers names. */
+/* Flux.1, FLUX.2 and Chroma in their original (BFL) names or in diffusers names. FLUX.2's
+ * blocks take their modulation from three shared layers, Chroma's from one small network
+ * (distilled_guidance_layer): in diffusers names neither has the per-block norm linears that
+ * tell Flux.1 apart, so their own layers do. */
 static const char *const flux_detect[] = {B0 "(double_blocks\\.[0-9]+\\.img_attn\\.|single_transformer_blocks\\.[0-9]+\\.)",
-                                          B0 "(single_blocks\\.[0-9]+\\.linear1\\.|transformer_blocks\\.[0-9]+\\.norm1_context\\.)", NULL};
+                                          B0 "(single_blocks\\.[0-9]+\\.linear1\\.|transformer_blocks\\.[0-9]+\\.norm1_context\\."
+                                             "|double_stream_modulation_img\\.|distilled_guidance_layer\\.)", NULL};
 static const char *const qwen_detect[] = {B0 "transformer_blocks\\.[0-9]+\\.img_mod\\.", B0 "transformer_blocks\\.[0-9]+\\.txt_mod\\.", NULL};
 static const char *const wan_detect[] = {B0 "blocks\\.[0-9]+\\.self_attn\\.q\\.", B0 "blocks\\.[0-9]+\\.cross_attn\\.", NULL};
 static const char *const sd3_detect[] = {B0 "joint_blocks\\.[0-9]+\\.x_block\\.", NULL};
 static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", B0 "label_emb\\.", NULL};
 static const char *const hunyuan_detect[] = {B0 "double_blocks\\.[0-9]+\\.img_attn_qkv\\.", NULL};
 static const char *const zimage_detect[] = {B0 "noise_refiner\\.", B0 "context_refiner\\.", NULL};
+/* Cosmos-Predict2 and the models built on it (Anima): blocks modulated through adaLN-LoRA. */
+static const char *const cosmos_detect[] = {B0 "blocks\\.[0-9]+\\.adaln_modulation_self_attn\\.", B0 "x_embedder\\.proj\\.", NULL};
 
 /* Order matters for detection: the more specific signature first (HunyuanVideo before Flux,
  * both have double_blocks). */
@@ -35,11 +41,13 @@ static const feather_preset presets[] = {
     {"hunyuan-video", "HunyuanVideo: keeps img_in, txt_in, time_in, vector_in, guidance_in, final_layer and modulation layers",
      hunyuan_detect,
      B0 "(img_in|txt_in|time_in|vector_in|guidance_in|final_layer)" B1 "|" B0 "(img_mod|txt_mod|modulation|adaLN_modulation)" B1},
-    {"flux", "Flux.1: keeps img_in, time_in, vector_in, guidance_in, txt_in, final_layer and every modulation layer (img_mod, txt_mod, modulation, adaLN)",
+    {"flux", "Flux.1, FLUX.2, Chroma: keeps img_in, time_in, vector_in, guidance_in, txt_in, final_layer and every modulation "
+             "layer (FLUX.2's shared ones and Chroma's distilled_guidance_layer included)",
      flux_detect,
      B0 "(img_in|time_in|vector_in|guidance_in|txt_in|final_layer)" B1 "|" B0 "(img_mod|txt_mod|modulation|adaLN_modulation)" B1
+     "|" B0 "(double_stream_modulation_img|double_stream_modulation_txt|single_stream_modulation|distilled_guidance_layer)" B1
      /* diffusers names: embedders, the output norm/projection and the adaLN linears */
-     "|" B0 "(x_embedder|context_embedder|time_text_embed|norm_out)" B1 "|^(transformer\\.)?proj_out\\."
+     "|" B0 "(x_embedder|context_embedder|time_text_embed|time_guidance_embed|norm_out)" B1 "|^(transformer\\.)?proj_out\\."
      "|" B0 "(norm1|norm1_context|norm)\\.linear\\."},
     {"qwen-image", "Qwen-Image: keeps time_text_embed, img_in, txt_in, norm_out, proj_out, img_mod, txt_mod",
      qwen_detect,
@@ -53,6 +61,9 @@ static const feather_preset presets[] = {
     {"sdxl", "SDXL UNet: keeps time_embed, label_emb, the time-embedding projections of residual blocks (emb_layers) and the output head",
      sdxl_detect,
      B0 "(time_embed|label_emb|emb_layers)" B1 "|^(model\\.diffusion_model\\.)?out\\."},
+    {"cosmos", "Cosmos-Predict2, Anima: keeps x_embedder, t_embedder, final_layer, llm_adapter and the adaLN modulation layers",
+     cosmos_detect,
+     B0 "(x_embedder|t_embedder|final_layer|llm_adapter)" B1 "|" B0 "adaln_modulation(_self_attn|_cross_attn|_mlp)?" B1},
     {"z-image", "Z-Image: keeps x_embedder, t_embedder, cap_embedder, final_layer and adaLN_modulation",
      zimage_detect,
      B0 "(x_embedder|t_embedder|cap_embedder|final_layer|adaLN_modulation)" B1},

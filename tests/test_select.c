@@ -3,6 +3,7 @@
 #include "testutil.h"
 #include "feather/convert.h"
 
+#include <regex.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -152,6 +153,15 @@ TEST(select_detects_every_family) {
         {"sd3", "joint_blocks.0.x_block.attn.qkv.weight", "joint_blocks.0.context_block.attn.qkv.weight", "context_embedder.weight", "joint_blocks.0.x_block.mlp.fc1.weight"},
         {"sdxl", "model.diffusion_model.input_blocks.1.1.proj_in.weight", "model.diffusion_model.middle_block.1.proj_in.weight", "model.diffusion_model.label_emb.0.0.weight", "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn1.to_q.weight"},
         {"hunyuan-video", "double_blocks.0.img_attn_qkv.weight", "single_blocks.0.linear1.weight", "vector_in.in_layer.weight", "double_blocks.0.img_mlp.fc1.weight"},
+        /* FLUX.2 and Chroma: the flux preset, their own modulation layers kept; in diffusers
+         * names detected by those layers alone */
+        {"flux", "double_blocks.0.img_attn.qkv.weight", "single_blocks.0.linear1.weight", "double_stream_modulation_txt.lin.weight", "single_blocks.0.linear2.weight"},
+        {"flux", "single_transformer_blocks.0.attn.to_qkv_mlp_proj.weight", "double_stream_modulation_img.linear.weight", "single_stream_modulation.linear.weight", "transformer_blocks.0.attn.to_q.weight"},
+        {"flux", "single_transformer_blocks.0.attn.to_out.weight", "double_stream_modulation_img.linear.weight", "time_guidance_embed.timestep_embedder.linear_1.weight", "single_transformer_blocks.0.attn.to_qkv_mlp_proj.weight"},
+        {"flux", "double_blocks.0.img_attn.qkv.weight", "distilled_guidance_layer.in_proj.weight", "distilled_guidance_layer.layers.0.in_layer.weight", "double_blocks.0.txt_mlp.2.weight"},
+        {"flux", "single_transformer_blocks.0.proj_mlp.weight", "distilled_guidance_layer.layers.0.linear_1.weight", "distilled_guidance_layer.out_proj.weight", "transformer_blocks.0.ff.net.2.weight"},
+        {"cosmos", "net.blocks.0.adaln_modulation_self_attn.1.weight", "net.x_embedder.proj.1.weight", "net.blocks.0.adaln_modulation_mlp.2.weight", "net.blocks.0.cross_attn.q_proj.weight"},
+        {"cosmos", "blocks.0.adaln_modulation_self_attn.2.weight", "x_embedder.proj.1.weight", "llm_adapter.blocks.0.cross_attn.q_proj.weight", "blocks.0.mlp.layer1.weight"},
         {"z-image", "noise_refiner.0.attention.qkv.weight", "context_refiner.0.attention.qkv.weight", "cap_embedder.1.weight", "layers.0.feed_forward.w1.weight"},
     };
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
@@ -174,6 +184,46 @@ TEST(select_detects_every_family) {
         feather_close(r);
     }
     CHECK(feather_preset_find("flux") && !feather_preset_find("Flux"));
+}
+
+/* The samples of FLUX.2 and Anima, with their real names and shapes: every linear weight of the
+ * transformer blocks is converted, every other one (embedders, shared or per-block modulation,
+ * output layer, Anima's text adapter) is kept by the preset. */
+TEST(select_flux2_and_anima_samples_keep_all_but_the_blocks) {
+    static const struct { const char *family, *preset, *blocks; } fam[] = {
+        {"flux2", "flux", "^(double|single)_blocks\\.[0-9]+\\."},
+        {"anima", "cosmos", "^net\\.blocks\\.[0-9]+\\.(self_attn|cross_attn|mlp)\\."},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        const char *path = test_path("sample.safetensors");
+        REQUIRE(test_run("'%s/feather-sample' -q --force --family %s --hidden 256 -o '%s'", test_bindir(), fam[f].family, path) == 0);
+        feather_convert_options o;
+        feather_convert_defaults(&o);
+        feather_reader *r;
+        feather_plan *p = plan_for(path, &o, &r);
+        REQUIRE(p);
+        CHECK(!strcmp(feather_plan_preset(p), fam[f].preset));
+        regex_t blocks;
+        REQUIRE(regcomp(&blocks, fam[f].blocks, REG_EXTENDED | REG_NOSUB) == 0);
+        size_t converted = 0, kept = 0;
+        for (size_t i = 0; i < feather_plan_count(p); i++) {
+            const feather_plan_entry *e = feather_plan_at(p, i);
+            const feather_tensor *t = e->tensor;
+            size_t len = strlen(t->name);
+            if (t->ndim != 2 || len < 7 || strcmp(t->name + len - 7, ".weight")) continue;
+            const int in_block = regexec(&blocks, t->name, 0, NULL, 0) == 0;
+            if (in_block && e->action != FEATHER_CONVERT)
+                test_fail(__FILE__, __LINE__, "%s: %s not converted (%s)", fam[f].family, t->name, e->reason);
+            if (!in_block && (e->action != FEATHER_KEEP || !strstr(e->reason, "preset")))
+                test_fail(__FILE__, __LINE__, "%s: %s not kept by the preset (%s)", fam[f].family, t->name, e->reason);
+            converted += in_block;
+            kept += !in_block;
+        }
+        CHECK(converted >= 16 && kept >= 10);
+        regfree(&blocks);
+        feather_plan_free(p);
+        feather_close(r);
+    }
 }
 
 /* Real LoRAs in five naming schemes (diffusers' lora_A/lora_B on Flux and lora.down/lora.up on
