@@ -32,6 +32,8 @@ static const char *const sd3_detect[] = {B0 "joint_blocks\\.[0-9]+\\.x_block\\."
 static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", B0 "label_emb\\.", NULL};
 static const char *const hunyuan_detect[] = {B0 "double_blocks\\.[0-9]+\\.img_attn_qkv\\.", NULL};
 static const char *const zimage_detect[] = {B0 "noise_refiner\\.", B0 "context_refiner\\.", NULL};
+/* LTX-Video and LTX-2 (original names; LTX-2 adds an audio stream beside the video one). */
+static const char *const ltx_detect[] = {B0 "(audio_)?patchify_proj\\.", B0 "[a-z0-9_]*adaln_single\\.", NULL};
 /* Cosmos-Predict2 and the models built on it (Anima): blocks modulated through adaLN-LoRA. */
 static const char *const cosmos_detect[] = {B0 "blocks\\.[0-9]+\\.adaln_modulation_self_attn\\.", B0 "x_embedder\\.proj\\.", NULL};
 
@@ -67,6 +69,12 @@ static const feather_preset presets[] = {
     {"z-image", "Z-Image: keeps x_embedder, t_embedder, cap_embedder, final_layer and adaLN_modulation",
      zimage_detect,
      B0 "(x_embedder|t_embedder|cap_embedder|final_layer|adaLN_modulation)" B1},
+    {"ltx", "LTX-Video, LTX-2: keeps patchify_proj, caption_projection, proj_out and every adaln_single (video, audio, prompt and "
+            "audio-video cross-attention)",
+     ltx_detect,
+     B0 "(audio_)?(patchify_proj|caption_projection)" B1 "|" B0 "[a-z0-9_]*adaln_single" B1
+     /* the output projection only, not a block's */
+     "|^(model\\.diffusion_model\\.)?(audio_)?proj_out\\."},
 };
 
 #define NPRESETS (sizeof presets / sizeof presets[0])

@@ -162,6 +162,9 @@ TEST(select_detects_every_family) {
         {"flux", "single_transformer_blocks.0.proj_mlp.weight", "distilled_guidance_layer.layers.0.linear_1.weight", "distilled_guidance_layer.out_proj.weight", "transformer_blocks.0.ff.net.2.weight"},
         {"cosmos", "net.blocks.0.adaln_modulation_self_attn.1.weight", "net.x_embedder.proj.1.weight", "net.blocks.0.adaln_modulation_mlp.2.weight", "net.blocks.0.cross_attn.q_proj.weight"},
         {"cosmos", "blocks.0.adaln_modulation_self_attn.2.weight", "x_embedder.proj.1.weight", "llm_adapter.blocks.0.cross_attn.q_proj.weight", "blocks.0.mlp.layer1.weight"},
+        {"ltx", "patchify_proj.weight", "adaln_single.emb.timestep_embedder.linear_1.weight", "caption_projection.linear_2.weight", "transformer_blocks.0.attn1.to_q.weight"},
+        {"ltx", "model.diffusion_model.audio_patchify_proj.weight", "model.diffusion_model.adaln_single.linear.weight", "model.diffusion_model.av_ca_a2v_gate_adaln_single.linear.weight", "model.diffusion_model.transformer_blocks.0.audio_to_video_attn.to_k.weight"},
+        {"ltx", "patchify_proj.weight", "audio_adaln_single.linear.weight", "audio_proj_out.weight", "transformer_blocks.0.ff.net.2.weight"},
         {"z-image", "noise_refiner.0.attention.qkv.weight", "context_refiner.0.attention.qkv.weight", "cap_embedder.1.weight", "layers.0.feed_forward.w1.weight"},
     };
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
