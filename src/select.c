@@ -32,6 +32,7 @@ static const char *const sd3_detect[] = {B0 "joint_blocks\\.[0-9]+\\.x_block\\."
 static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", B0 "label_emb\\.", NULL};
 static const char *const hunyuan_detect[] = {B0 "double_blocks\\.[0-9]+\\.img_attn_qkv\\.", NULL};
 static const char *const zimage_detect[] = {B0 "noise_refiner\\.", B0 "context_refiner\\.", NULL};
+static const char *const hidream_detect[] = {B0 "double_stream_blocks\\.[0-9]+\\.block\\.", B0 "single_stream_blocks\\.[0-9]+\\.block\\.", NULL};
 /* LTX-Video and LTX-2 (original names; LTX-2 adds an audio stream beside the video one). */
 static const char *const ltx_detect[] = {B0 "(audio_)?patchify_proj\\.", B0 "[a-z0-9_]*adaln_single\\.", NULL};
 /* Cosmos-Predict2 and the models built on it (Anima): blocks modulated through adaLN-LoRA. */
@@ -66,9 +67,12 @@ static const feather_preset presets[] = {
     {"cosmos", "Cosmos-Predict2, Anima: keeps x_embedder, t_embedder, final_layer, llm_adapter and the adaLN modulation layers",
      cosmos_detect,
      B0 "(x_embedder|t_embedder|final_layer|llm_adapter)" B1 "|" B0 "adaln_modulation(_self_attn|_cross_attn|_mlp)?" B1},
-    {"z-image", "Z-Image: keeps x_embedder, t_embedder, cap_embedder, final_layer and adaLN_modulation",
+    {"z-image", "Z-Image, Lumina 2: keeps x_embedder, t_embedder, cap_embedder, final_layer and adaLN_modulation",
      zimage_detect,
      B0 "(x_embedder|t_embedder|cap_embedder|final_layer|adaLN_modulation)" B1},
+    {"hidream", "HiDream-I1/E1: keeps t_embedder, p_embedder, x_embedder, caption_projection, final_layer and adaLN_modulation",
+     hidream_detect,
+     B0 "(t_embedder|p_embedder|x_embedder|caption_projection|final_layer|adaLN_modulation)" B1},
     {"ltx", "LTX-Video, LTX-2: keeps patchify_proj, caption_projection, proj_out and every adaln_single (video, audio, prompt and "
             "audio-video cross-attention)",
      ltx_detect,
