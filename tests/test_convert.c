@@ -683,6 +683,28 @@ TEST(convert_sharded_and_zst_inputs_and_outputs) {
 
 /* A model whose converted weights are all exact in fp8 (all zeros here, as a fresh LoRA's
  * up-projections are): the summary says so instead of averaging no SNR at all. */
+/* --layout comfy without --scale takes one scale per tensor (the default, channel, is one the
+ * layout cannot hold); an explicit --scale channel is still refused. */
+TEST(convert_cli_comfy_layout_defaults_to_tensor_scales) {
+    char in[1024], out[1024];
+    snprintf(in, sizeof in, "%s", test_path("m.safetensors"));
+    snprintf(out, sizeof out, "%s", test_path("m-comfy.safetensors"));
+    REQUIRE(tu_write_model(in, small_model, NSMALL, 1, NULL) == 0);
+    CHECK_EQ_U(test_run("%s -q --force --layout comfy -o %s %s", bin("feather-convert"), out, in), 0);
+    feather_reader *r = NULL;
+    feather_error err = {0};
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    const feather_tensor *w = feather_find(r, "blocks.0.mlp.fc1.weight");
+    const feather_tensor *sc = feather_find(r, "blocks.0.mlp.fc1.weight_scale");
+    REQUIRE(w && sc);
+    CHECK(w->dtype == FEATHER_F8_E5M2 && w->ndim == 2 && w->shape[0] == 128 && w->shape[1] == 64);
+    CHECK(sc->dtype == FEATHER_F32 && sc->ndim == 0);
+    CHECK(feather_find(r, "blocks.0.mlp.fc1.comfy_quant") != NULL);
+    feather_close(r);
+    CHECK_EQ_U(test_run("%s -q --force --layout comfy --scale channel -o %s %s", bin("feather-convert"), out, in), 64);
+    CHECK_STR_CONTAINS(test_cmd_output(), "one scale per tensor");
+}
+
 TEST(convert_cli_summary_of_exact_weights) {
     REQUIRE(tu_write_sparse_model(test_path("z.safetensors"), 256, 256) == 0);
     CHECK_EQ_U(test_run("cd %s && %s/feather-convert --force z.safetensors", test_tmpdir(), test_bindir()), 0);

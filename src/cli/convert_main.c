@@ -30,7 +30,8 @@ static void usage(void) {
         "  --exclude REGEX      keep matching tensors at full precision (repeatable; wins)\n"
         "  --plan               print what would happen to every tensor, write nothing\n"
         "Quantisation:\n"
-        "  --scale MODE         none | absmax | tensor | channel | block:G   (default: channel)\n"
+        "  --scale MODE         none | absmax | tensor | channel | block:G\n"
+        "                       (default: channel; tensor with --layout comfy)\n"
         "  --grid N             number of candidate scales searched (default: %u)\n"
         "  --format FMT         e5m2 | e4m3fn (e4m3fn needs --layout comfy)   (default: e5m2)\n"
         "  --layout L           packed ([K/16, N, 16] for the kernel) | comfy (plain, ComfyUI)\n"
@@ -249,7 +250,7 @@ int main(int argc, char **argv) {
     const char **inc = calloc((size_t)argc, sizeof *inc), **exc = calloc((size_t)argc, sizeof *exc);
     size_t ninputs = 0;
     const char *output = NULL;
-    int quiet = 0, json = 0, plan = 0, zstd = 0;
+    int quiet = 0, json = 0, plan = 0, zstd = 0, scale_given = 0;
     unsigned long long threads = 0;
     int worst = 0;
     char *cmd = NULL;
@@ -288,6 +289,7 @@ int main(int argc, char **argv) {
             feather_error err = {0};
             if (feather_scale_parse(argv[++i], &o.quant.mode, &o.quant.group, &err))
                 USAGE("--scale: %s", err.message);
+            scale_given = 1;
         } else if (!strcmp(a, "--grid")) {
             NEED_ARG();
             if (cli_parse_uint(argv[++i], 4096, &v) || v == 0)
@@ -329,6 +331,8 @@ int main(int argc, char **argv) {
         }
     }
     if (!ninputs) USAGE("no input given");
+    /* The default is one a layout can hold: ComfyUI reads one scale per tensor. */
+    if (o.layout == FEATHER_LAYOUT_COMFY && !scale_given) o.quant.mode = FEATHER_SCALE_TENSOR;
     if (o.quant.format == FEATHER_FP8_E4M3FN && o.layout == FEATHER_LAYOUT_PACKED)
         USAGE("--format e4m3fn needs --layout comfy (the packed layout is e5m2 only)");
     size_t olen = output ? strlen(output) : 0;
