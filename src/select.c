@@ -30,7 +30,10 @@ static const char *const qwen_detect[] = {B0 "transformer_blocks\\.[0-9]+\\.img_
 static const char *const wan_detect[] = {B0 "blocks\\.[0-9]+\\.self_attn\\.q\\.", B0 "blocks\\.[0-9]+\\.cross_attn\\.", NULL};
 static const char *const sd3_detect[] = {B0 "joint_blocks\\.[0-9]+\\.x_block\\.", NULL};
 static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", B0 "label_emb\\.", NULL};
-static const char *const hunyuan_detect[] = {B0 "double_blocks\\.[0-9]+\\.img_attn_qkv\\.", NULL};
+/* HunyuanVideo 1.0 (fused qkv), 1.5 (q, k and v apart) and HunyuanImage 2.1: their text
+ * refiner, or their double blocks' attention names. */
+static const char *const hunyuan_detect[] = {
+    B0 "(double_blocks\\.[0-9]+\\.img_attn_(qkv|q)\\.|txt_in\\.individual_token_refiner\\.)", NULL};
 static const char *const zimage_detect[] = {B0 "noise_refiner\\.", B0 "context_refiner\\.", NULL};
 static const char *const hidream_detect[] = {B0 "double_stream_blocks\\.[0-9]+\\.block\\.", B0 "single_stream_blocks\\.[0-9]+\\.block\\.", NULL};
 /* LTX-Video and LTX-2 (original names; LTX-2 adds an audio stream beside the video one). */
@@ -41,9 +44,11 @@ static const char *const cosmos_detect[] = {B0 "blocks\\.[0-9]+\\.adaln_modulati
 /* Order matters for detection: the more specific signature first (HunyuanVideo before Flux,
  * both have double_blocks). */
 static const feather_preset presets[] = {
-    {"hunyuan-video", "HunyuanVideo: keeps img_in, txt_in, time_in, vector_in, guidance_in, final_layer and modulation layers",
+    {"hunyuan-video", "HunyuanVideo 1.0/1.5, HunyuanImage 2.1: keeps img_in, txt_in, time_in, time_r_in, vector_in, "
+                      "guidance_in, byt5_in, vision_in, final_layer and modulation layers",
      hunyuan_detect,
-     B0 "(img_in|txt_in|time_in|vector_in|guidance_in|final_layer)" B1 "|" B0 "(img_mod|txt_mod|modulation|adaLN_modulation)" B1},
+     B0 "(img_in|txt_in|time_in|time_r_in|vector_in|guidance_in|byt5_in|vision_in|final_layer)" B1 "|" B0
+        "(img_mod|txt_mod|modulation|adaLN_modulation)" B1},
     {"flux", "Flux.1, FLUX.2, Chroma: keeps img_in, time_in, vector_in, guidance_in, txt_in, final_layer and every modulation "
              "layer (FLUX.2's shared ones and Chroma's distilled_guidance_layer included)",
      flux_detect,

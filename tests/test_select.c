@@ -168,6 +168,10 @@ TEST(select_detects_every_family) {
         {"ltx", "patchify_proj.weight", "adaln_single.emb.timestep_embedder.linear_1.weight", "caption_projection.linear_2.weight", "transformer_blocks.0.attn1.to_q.weight"},
         {"ltx", "model.diffusion_model.audio_patchify_proj.weight", "model.diffusion_model.adaln_single.linear.weight", "model.diffusion_model.av_ca_a2v_gate_adaln_single.linear.weight", "model.diffusion_model.transformer_blocks.0.audio_to_video_attn.to_k.weight"},
         {"ltx", "patchify_proj.weight", "audio_adaln_single.linear.weight", "audio_proj_out.weight", "transformer_blocks.0.ff.net.2.weight"},
+        /* HunyuanVideo 1.5 (q, k, v apart) and HunyuanImage 2.1 (told by the text refiner) */
+        {"hunyuan-video", "double_blocks.0.img_attn_q.weight", "single_blocks.0.linear1.weight", "byt5_in.fc1.weight", "double_blocks.0.img_attn_k.weight"},
+        {"hunyuan-video", "txt_in.individual_token_refiner.blocks.0.self_attn_qkv.weight", "single_blocks.0.linear2.weight", "vision_in.proj.1.weight", "double_blocks.0.txt_mlp.fc1.weight"},
+        {"hunyuan-video", "double_blocks.0.img_attn_qkv.weight", "double_blocks.0.img_mod.linear.weight", "time_r_in.in_layer.weight", "single_blocks.0.linear2.weight"},
         {"z-image", "noise_refiner.0.attention.qkv.weight", "context_refiner.0.attention.qkv.weight", "cap_embedder.1.weight", "layers.0.feed_forward.w1.weight"},
     };
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
