@@ -29,7 +29,8 @@ static const char *const flux_detect[] = {B0 "(double_blocks\\.[0-9]+\\.img_attn
 static const char *const qwen_detect[] = {B0 "transformer_blocks\\.[0-9]+\\.img_mod\\.", B0 "transformer_blocks\\.[0-9]+\\.txt_mod\\.", NULL};
 static const char *const wan_detect[] = {B0 "blocks\\.[0-9]+\\.self_attn\\.q\\.", B0 "blocks\\.[0-9]+\\.cross_attn\\.", NULL};
 static const char *const sd3_detect[] = {B0 "joint_blocks\\.[0-9]+\\.x_block\\.", NULL};
-static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", B0 "label_emb\\.", NULL};
+/* The LDM UNets: SDXL, and SD 1.x/2.x without its class embedding (label_emb). */
+static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", NULL};
 /* HunyuanVideo 1.0 (fused qkv), 1.5 (q, k and v apart) and HunyuanImage 2.1: their text
  * refiner, or their double blocks' attention names. */
 static const char *const hunyuan_detect[] = {
@@ -66,7 +67,7 @@ static const feather_preset presets[] = {
     {"sd3", "SD3/SD3.5 MMDiT: keeps x_embedder, t_embedder, y_embedder, context_embedder, pos_embed, final_layer and adaLN_modulation",
      sd3_detect,
      B0 "(x_embedder|t_embedder|y_embedder|context_embedder|pos_embed|final_layer|adaLN_modulation)" B1},
-    {"sdxl", "SDXL UNet: keeps time_embed, label_emb, the time-embedding projections of residual blocks (emb_layers) and the output head",
+    {"sdxl", "SDXL, SD 1.x/2.x UNet: keeps time_embed, label_emb, the time-embedding projections of residual blocks (emb_layers) and the output head",
      sdxl_detect,
      B0 "(time_embed|label_emb|emb_layers)" B1 "|^(model\\.diffusion_model\\.)?out\\."},
     {"cosmos", "Cosmos-Predict2, Anima: keeps x_embedder, t_embedder, final_layer, llm_adapter and the adaLN modulation layers",
