@@ -37,6 +37,9 @@ static const char *const hunyuan_detect[] = {
     B0 "(double_blocks\\.[0-9]+\\.img_attn_(qkv|q)\\.|txt_in\\.individual_token_refiner\\.)", NULL};
 static const char *const zimage_detect[] = {B0 "noise_refiner\\.", B0 "context_refiner\\.", NULL};
 static const char *const hidream_detect[] = {B0 "double_stream_blocks\\.[0-9]+\\.block\\.", B0 "single_stream_blocks\\.[0-9]+\\.block\\.", NULL};
+/* Language models in Hugging Face names (Llama, Qwen, Mistral, Gemma, Phi-3, Mixtral, …). */
+static const char *const llm_detect[] = {B0 "layers\\.[0-9]+\\.self_attn\\.(q_proj|qkv_proj|o_proj)\\.",
+                                         B0 "layers\\.[0-9]+\\.(mlp|block_sparse_moe)\\.", NULL};
 /* LTX-Video and LTX-2 (original names; LTX-2 adds an audio stream beside the video one). */
 static const char *const ltx_detect[] = {B0 "(audio_)?patchify_proj\\.", B0 "[a-z0-9_]*adaln_single\\.", NULL};
 /* Cosmos-Predict2 and the models built on it (Anima): blocks modulated through adaLN-LoRA. */
@@ -79,6 +82,11 @@ static const feather_preset presets[] = {
     {"hidream", "HiDream-I1/E1: keeps t_embedder, p_embedder, x_embedder, caption_projection, final_layer and adaLN_modulation",
      hidream_detect,
      B0 "(t_embedder|p_embedder|x_embedder|caption_projection|final_layer|adaLN_modulation)" B1},
+    /* The output head, as fp8 language-model checkpoints keep it, and a mixture of experts' router
+     * (mlp.gate, not gate_proj), whose few rows pick every token's experts. */
+    {"llm", "language models (Hugging Face names): keeps lm_head and the experts' routers (mlp.gate, block_sparse_moe.gate)",
+     llm_detect,
+     B0 "lm_head" B1 "|" B0 "(mlp|block_sparse_moe)\\.gate" B1},
     {"ltx", "LTX-Video, LTX-2: keeps patchify_proj, caption_projection, proj_out and every adaln_single (video, audio, prompt and "
             "audio-video cross-attention)",
      ltx_detect,
