@@ -27,7 +27,9 @@ static const char *const flux_detect[] = {B0 "(double_blocks\\.[0-9]+\\.img_attn
                                           B0 "(single_blocks\\.[0-9]+\\.linear1\\.|transformer_blocks\\.[0-9]+\\.norm1_context\\."
                                              "|double_stream_modulation_img\\.|distilled_guidance_layer\\.)", NULL};
 static const char *const qwen_detect[] = {B0 "transformer_blocks\\.[0-9]+\\.img_mod\\.", B0 "transformer_blocks\\.[0-9]+\\.txt_mod\\.", NULL};
-static const char *const wan_detect[] = {B0 "blocks\\.[0-9]+\\.self_attn\\.q\\.", B0 "blocks\\.[0-9]+\\.cross_attn\\.", NULL};
+/* Wan in its original names or in diffusers names (attn1/attn2, condition_embedder). */
+static const char *const wan_detect[] = {B0 "blocks\\.[0-9]+\\.(self_attn\\.q|attn1\\.to_q)\\.",
+                                         B0 "(blocks\\.[0-9]+\\.cross_attn\\.|condition_embedder\\.)", NULL};
 static const char *const sd3_detect[] = {B0 "joint_blocks\\.[0-9]+\\.x_block\\.", NULL};
 /* The LDM UNets: SDXL, and SD 1.x/2.x without its class embedding (label_emb). */
 static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", NULL};
@@ -66,7 +68,9 @@ static const feather_preset presets[] = {
      B0 "(time_text_embed|img_in|txt_in|norm_out|proj_out|img_mod|txt_mod)" B1},
     {"wan", "Wan 2.x: keeps patch_embedding, text_embedding, time_embedding, time_projection, head, img_emb and modulation",
      wan_detect,
-     B0 "(patch_embedding|text_embedding|time_embedding|time_projection|head|img_emb|modulation)" B1},
+     B0 "(patch_embedding|text_embedding|time_embedding|time_projection|head|img_emb|modulation)" B1
+     /* diffusers names: the embedders and the output projection */
+     "|" B0 "condition_embedder" B1 "|^(model\\.diffusion_model\\.)?proj_out\\."},
     {"sd3", "SD3/SD3.5 MMDiT: keeps x_embedder, t_embedder, y_embedder, context_embedder, pos_embed, final_layer and adaLN_modulation",
      sd3_detect,
      B0 "(x_embedder|t_embedder|y_embedder|context_embedder|pos_embed|final_layer|adaLN_modulation)" B1},

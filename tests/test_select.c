@@ -150,6 +150,8 @@ TEST(select_detects_every_family) {
         {"flux", "double_blocks.0.img_attn.qkv.weight", "single_blocks.0.linear1.weight", "guidance_in.in_layer.weight", "double_blocks.0.img_mlp.0.weight"},
         {"qwen-image", "transformer_blocks.0.img_mod.1.weight", "transformer_blocks.0.txt_mod.1.weight", "time_text_embed.timestep_embedder.linear_1.weight", "transformer_blocks.0.attn.to_q.weight"},
         {"wan", "blocks.0.self_attn.q.weight", "blocks.0.cross_attn.k.weight", "time_projection.1.weight", "blocks.0.ffn.0.weight"},
+        {"wan", "blocks.0.attn1.to_q.weight", "condition_embedder.text_embedder.linear_1.weight", "condition_embedder.time_proj.weight", "blocks.0.attn2.to_k.weight"},
+        {"wan", "blocks.0.attn1.to_q.weight", "condition_embedder.time_embedder.linear_1.weight", "proj_out.weight", "blocks.0.ffn.net.0.proj.weight"},
         {"sd3", "joint_blocks.0.x_block.attn.qkv.weight", "joint_blocks.0.context_block.attn.qkv.weight", "context_embedder.weight", "joint_blocks.0.x_block.mlp.fc1.weight"},
         {"sdxl", "input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight", "middle_block.1.transformer_blocks.0.ff.net.2.weight", "input_blocks.1.0.emb_layers.1.weight", "output_blocks.3.1.proj_out.weight"},
         {"sdxl", "model.diffusion_model.input_blocks.1.1.proj_in.weight", "model.diffusion_model.middle_block.1.proj_in.weight", "model.diffusion_model.label_emb.0.0.weight", "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn1.to_q.weight"},
