@@ -30,7 +30,9 @@ static const char *const qwen_detect[] = {B0 "transformer_blocks\\.[0-9]+\\.img_
 /* Wan in its original names or in diffusers names (attn1/attn2, condition_embedder). */
 static const char *const wan_detect[] = {B0 "blocks\\.[0-9]+\\.(self_attn\\.q|attn1\\.to_q)\\.",
                                          B0 "(blocks\\.[0-9]+\\.cross_attn\\.|condition_embedder\\.)", NULL};
-static const char *const sd3_detect[] = {B0 "joint_blocks\\.[0-9]+\\.x_block\\.", NULL};
+/* SD3 in its original names, or in diffusers names (Flux's blocks without single blocks, which
+ * Flux's signature needs and comes first). */
+static const char *const sd3_detect[] = {B0 "(joint_blocks\\.[0-9]+\\.x_block\\.|transformer_blocks\\.[0-9]+\\.norm1_context\\.linear\\.)", NULL};
 /* The LDM UNets: SDXL, and SD 1.x/2.x without its class embedding (label_emb). */
 static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", NULL};
 /* HunyuanVideo 1.0 (fused qkv), 1.5 (q, k and v apart) and HunyuanImage 2.1: their text
@@ -73,7 +75,9 @@ static const feather_preset presets[] = {
      "|" B0 "condition_embedder" B1 "|^(model\\.diffusion_model\\.)?proj_out\\."},
     {"sd3", "SD3/SD3.5 MMDiT: keeps x_embedder, t_embedder, y_embedder, context_embedder, pos_embed, final_layer and adaLN_modulation",
      sd3_detect,
-     B0 "(x_embedder|t_embedder|y_embedder|context_embedder|pos_embed|final_layer|adaLN_modulation)" B1},
+     B0 "(x_embedder|t_embedder|y_embedder|context_embedder|pos_embed|final_layer|adaLN_modulation)" B1
+     /* diffusers names: the embedders, the output norm/projection and the adaLN linears */
+     "|" B0 "(time_text_embed|norm_out)" B1 "|^(transformer\\.)?proj_out\\." "|" B0 "(norm1|norm1_context)\\.linear\\."},
     {"sdxl", "SDXL, SD 1.x/2.x UNet: keeps time_embed, label_emb, the time-embedding projections of residual blocks (emb_layers) and the output head",
      sdxl_detect,
      B0 "(time_embed|label_emb|emb_layers)" B1 "|^(model\\.diffusion_model\\.)?out\\."},

@@ -153,6 +153,8 @@ TEST(select_detects_every_family) {
         {"wan", "blocks.0.attn1.to_q.weight", "condition_embedder.text_embedder.linear_1.weight", "condition_embedder.time_proj.weight", "blocks.0.attn2.to_k.weight"},
         {"wan", "blocks.0.attn1.to_q.weight", "condition_embedder.time_embedder.linear_1.weight", "proj_out.weight", "blocks.0.ffn.net.0.proj.weight"},
         {"sd3", "joint_blocks.0.x_block.attn.qkv.weight", "joint_blocks.0.context_block.attn.qkv.weight", "context_embedder.weight", "joint_blocks.0.x_block.mlp.fc1.weight"},
+        {"sd3", "transformer_blocks.0.norm1_context.linear.weight", "transformer_blocks.0.attn.add_q_proj.weight", "transformer_blocks.0.norm1.linear.weight", "transformer_blocks.0.ff_context.net.2.weight"},
+        {"sd3", "transformer_blocks.0.norm1_context.linear.weight", "time_text_embed.timestep_embedder.linear_1.weight", "time_text_embed.text_embedder.linear_2.weight", "transformer_blocks.0.attn.to_q.weight"},
         {"sdxl", "input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight", "middle_block.1.transformer_blocks.0.ff.net.2.weight", "input_blocks.1.0.emb_layers.1.weight", "output_blocks.3.1.proj_out.weight"},
         {"sdxl", "model.diffusion_model.input_blocks.1.1.proj_in.weight", "model.diffusion_model.middle_block.1.proj_in.weight", "model.diffusion_model.label_emb.0.0.weight", "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn1.to_q.weight"},
         {"hunyuan-video", "double_blocks.0.img_attn_qkv.weight", "single_blocks.0.linear1.weight", "vector_in.in_layer.weight", "double_blocks.0.img_mlp.fc1.weight"},
