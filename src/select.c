@@ -50,7 +50,8 @@ static const char *const ltx_detect[] = {B0 "(audio_)?patchify_proj\\.", B0 "[a-
 static const char *const cosmos_detect[] = {B0 "blocks\\.[0-9]+\\.adaln_modulation_self_attn\\.", B0 "x_embedder\\.proj\\.", NULL};
 
 /* Order matters for detection: the more specific signature first (HunyuanVideo before Flux,
- * both have double_blocks). */
+ * both have double_blocks), and language models last (a diffusion model's file may carry its
+ * text encoder). */
 static const feather_preset presets[] = {
     {"hunyuan-video", "HunyuanVideo 1.0/1.5, HunyuanImage 2.1: keeps img_in, txt_in, time_in, time_r_in, vector_in, "
                       "guidance_in, byt5_in, vision_in, final_layer and modulation layers",
@@ -90,17 +91,17 @@ static const feather_preset presets[] = {
     {"hidream", "HiDream-I1/E1: keeps t_embedder, p_embedder, x_embedder, caption_projection, final_layer and adaLN_modulation",
      hidream_detect,
      B0 "(t_embedder|p_embedder|x_embedder|caption_projection|final_layer|adaLN_modulation)" B1},
-    /* The output head, as fp8 language-model checkpoints keep it, and a mixture of experts' router
-     * (mlp.gate, not gate_proj), whose few rows pick every token's experts. */
-    {"llm", "language models (Hugging Face names): keeps lm_head and the experts' routers (mlp.gate, block_sparse_moe.gate)",
-     llm_detect,
-     B0 "lm_head" B1 "|" B0 "(mlp|block_sparse_moe)\\.gate" B1},
     {"ltx", "LTX-Video, LTX-2: keeps patchify_proj, caption_projection, proj_out and every adaln_single (video, audio, prompt and "
             "audio-video cross-attention)",
      ltx_detect,
      B0 "(audio_)?(patchify_proj|caption_projection)" B1 "|" B0 "[a-z0-9_]*adaln_single" B1
      /* the output projection only, not a block's */
      "|^(model\\.diffusion_model\\.)?(audio_)?proj_out\\."},
+    /* The output head, as fp8 language-model checkpoints keep it, and a mixture of experts' router
+     * (mlp.gate, not gate_proj), whose few rows pick every token's experts. */
+    {"llm", "language models (Hugging Face names): keeps lm_head and the experts' routers (mlp.gate, block_sparse_moe.gate)",
+     llm_detect,
+     B0 "lm_head" B1 "|" B0 "(mlp|block_sparse_moe)\\.gate" B1},
 };
 
 #define NPRESETS (sizeof presets / sizeof presets[0])

@@ -204,6 +204,27 @@ TEST(select_detects_every_family) {
     CHECK(feather_preset_find("flux") && !feather_preset_find("Flux"));
 }
 
+/* A diffusion model's file that carries its text encoder (a language model's names) is still
+ * its family's: the language-model preset is tried last. */
+TEST(select_diffusion_family_wins_over_its_text_encoder) {
+    const char *path = test_path("ltx.safetensors");
+    const tspec t[] = {{"patchify_proj.weight", FEATHER_F16, 2, {64, 64}},
+                       {"adaln_single.linear.weight", FEATHER_F16, 2, {64, 64}},
+                       {"transformer_blocks.0.attn1.to_q.weight", FEATHER_F16, 2, {64, 64}},
+                       {"text_encoder.model.layers.0.self_attn.q_proj.weight", FEATHER_F16, 2, {64, 64}},
+                       {"text_encoder.model.layers.0.mlp.down_proj.weight", FEATHER_F16, 2, {64, 64}}};
+    REQUIRE(tu_write_model(path, t, 5, 1, NULL) == 0);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    feather_reader *r;
+    feather_plan *p = plan_for(path, &o, &r);
+    REQUIRE(p);
+    CHECK(!strcmp(feather_plan_preset(p), "ltx"));
+    CHECK(entry(p, "adaln_single.linear.weight")->action == FEATHER_KEEP);
+    feather_plan_free(p);
+    feather_close(r);
+}
+
 /* The samples of FLUX.2 and Anima, with their real names and shapes: every linear weight of the
  * transformer blocks is converted, every other one (embedders, shared or per-block modulation,
  * output layer, Anima's text adapter) is kept by the preset. */
