@@ -13,9 +13,15 @@ static const feather_plan_entry *entry(const feather_plan *p, const char *name) 
     return NULL;
 }
 
+/* The plan of the file at path with options o (NULL: the defaults). */
 static feather_plan *plan_for(const char *path, const feather_convert_options *o, feather_reader **r) {
     feather_error err = {0};
     feather_plan *p = NULL;
+    feather_convert_options defaults;
+    if (!o) {
+        feather_convert_defaults(&defaults);
+        o = &defaults;
+    }
     if (feather_open(r, path, 0, &err)) {
         test_fail(__FILE__, __LINE__, "open: %s", err.message);
         return NULL;
@@ -46,10 +52,8 @@ static const tspec flux_like[] = {
 TEST(select_flux_preset_detected_and_applied) {
     const char *path = test_path("flux.safetensors");
     REQUIRE(tu_write_model(path, flux_like, sizeof flux_like / sizeof flux_like[0], 1, NULL) == 0);
-    feather_convert_options o;
-    feather_convert_defaults(&o);
     feather_reader *r;
-    feather_plan *p = plan_for(path, &o, &r);
+    feather_plan *p = plan_for(path, NULL, &r);
     REQUIRE(p);
     CHECK(!strcmp(feather_plan_preset(p), "flux"));
     CHECK(entry(p, "double_blocks.0.img_attn.qkv.weight")->action == FEATHER_CONVERT);
@@ -187,10 +191,8 @@ TEST(select_detects_every_family) {
         const tspec t[] = {{fam[f].a, FEATHER_F16, 2, {64, 64}}, {fam[f].b, FEATHER_F16, 2, {64, 64}},
                            {fam[f].kept, FEATHER_F16, 2, {64, 64}}, {fam[f].conv, FEATHER_F16, 2, {64, 64}}};
         REQUIRE(tu_write_model(path, t, 4, 1, NULL) == 0);
-        feather_convert_options o;
-        feather_convert_defaults(&o);
         feather_reader *r;
-        feather_plan *p = plan_for(path, &o, &r);
+        feather_plan *p = plan_for(path, NULL, &r);
         if (!p) test_fail(__FILE__, __LINE__, "family %s", fam[f].family);
         REQUIRE(p);
         if (strcmp(feather_plan_preset(p), fam[f].family))
@@ -214,10 +216,8 @@ TEST(select_diffusion_family_wins_over_its_text_encoder) {
                        {"text_encoder.model.layers.0.self_attn.q_proj.weight", FEATHER_F16, 2, {64, 64}},
                        {"text_encoder.model.layers.0.mlp.down_proj.weight", FEATHER_F16, 2, {64, 64}}};
     REQUIRE(tu_write_model(path, t, 5, 1, NULL) == 0);
-    feather_convert_options o;
-    feather_convert_defaults(&o);
     feather_reader *r;
-    feather_plan *p = plan_for(path, &o, &r);
+    feather_plan *p = plan_for(path, NULL, &r);
     REQUIRE(p);
     CHECK(!strcmp(feather_plan_preset(p), "ltx"));
     CHECK(entry(p, "adaln_single.linear.weight")->action == FEATHER_KEEP);
@@ -236,10 +236,8 @@ TEST(select_flux2_and_anima_samples_keep_all_but_the_blocks) {
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
         const char *path = test_path("sample.safetensors");
         REQUIRE(test_run("'%s/feather-sample' -q --force --family %s --hidden 256 -o '%s'", test_bindir(), fam[f].family, path) == 0);
-        feather_convert_options o;
-        feather_convert_defaults(&o);
         feather_reader *r;
-        feather_plan *p = plan_for(path, &o, &r);
+        feather_plan *p = plan_for(path, NULL, &r);
         REQUIRE(p);
         CHECK(!strcmp(feather_plan_preset(p), fam[f].preset));
         regex_t blocks;
@@ -339,10 +337,8 @@ TEST(select_lora_factor_names) {
     for (size_t i = 0; i < nf + no; i++) t[i] = (tspec){i < nf ? factors[i] : others[i - nf], FEATHER_F16, 2, {16, 32}};
     const char *path = test_path("names.safetensors");
     REQUIRE(tu_write_model(path, t, nf + no, 1, NULL) == 0);
-    feather_convert_options o;
-    feather_convert_defaults(&o);
     feather_reader *r;
-    feather_plan *p = plan_for(path, &o, &r);
+    feather_plan *p = plan_for(path, NULL, &r);
     REQUIRE(p);
     for (size_t i = 0; i < feather_plan_count(p); i++) {
         const feather_plan_entry *e = feather_plan_at(p, i);
