@@ -809,6 +809,7 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     if ((st = feather_plan_new(&c.plan, c.r, o, err))) goto out_reader;
     if ((st = feather_plan_check(c.plan, err))) goto out_plan;
     options_string(o, feather_plan_preset(c.plan), c.options, sizeof c.options);
+    snprintf(res->preset, sizeof res->preset, "%s", feather_plan_preset(c.plan));
     /* One warning for each kind, however many layers (the first one named). */
     size_t nreq = 0, ndeq = 0;
     const feather_tensor *first_req = NULL, *first_deq = NULL;

@@ -257,6 +257,11 @@ TEST(select_flux2_and_anima_samples_keep_all_but_the_blocks) {
             kept += !in_block;
         }
         CHECK(converted >= 16 && kept >= 10);
+        /* and the summary says which preset was applied */
+        REQUIRE(test_run("cd '%s' && '%s/feather-convert' --force sample.safetensors", test_tmpdir(), test_bindir()) == 0);
+        char want[64];
+        snprintf(want, sizeof want, "kept (preset %s)", fam[f].preset);
+        CHECK_STR_CONTAINS(test_cmd_output(), want);
         regfree(&blocks);
         feather_plan_free(p);
         feather_close(r);

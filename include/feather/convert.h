@@ -116,6 +116,7 @@ typedef struct feather_convert_result {
     char gpu_fallback[256];        /* device AUTO looked for a GPU and found none usable: why
                                       (the CPU converted); else empty */
     char output[4096];             /* path written (the index for sharded outputs) */
+    char preset[32];               /* the preset applied (feather_plan_preset), "none" if none */
     uint64_t tensors_converted, tensors_kept;
     uint64_t bytes_in, bytes_out;
     double snr_mean_db, snr_worst_db; /* over converted tensors (weight space) */

@@ -412,9 +412,9 @@ int main(int argc, char **argv) {
             if (res.skipped)
                 fprintf(stderr, "%s: up to date (%s), skipped\n", inputs[n], outbuf);
             else
-                fprintf(stderr, "%s -> %s: %llu tensor%s converted, %llu kept; %s -> %s; %s; %.1f s on the %s\n", inputs[n],
-                        outbuf, (unsigned long long)res.tensors_converted, res.tensors_converted == 1 ? "" : "s",
-                        (unsigned long long)res.tensors_kept, a, b, snr,
+                fprintf(stderr, "%s -> %s: %llu tensor%s converted, %llu kept (preset %s); %s -> %s; %s; %.1f s on the %s\n",
+                        inputs[n], outbuf, (unsigned long long)res.tensors_converted, res.tensors_converted == 1 ? "" : "s",
+                        (unsigned long long)res.tensors_kept, res.preset, a, b, snr,
                         res.seconds, res.used_gpu ? "GPU" : "CPU");
         }
         if (json) {
@@ -429,6 +429,7 @@ int main(int argc, char **argv) {
             cJSON_AddNumberToObject(f, "exit_status", rc);
             if (s) cJSON_AddStringToObject(f, "error", err.message);
             else {
+                cJSON_AddStringToObject(f, "preset", res.preset);
                 cJSON_AddNumberToObject(f, "tensors_converted", (double)res.tensors_converted);
                 cJSON_AddNumberToObject(f, "tensors_kept", (double)res.tensors_kept);
                 cJSON_AddNumberToObject(f, "bytes_in", (double)res.bytes_in);
