@@ -43,7 +43,7 @@ static const char *const zimage_detect[] = {B0 "noise_refiner\\.", B0 "context_r
 static const char *const hidream_detect[] = {B0 "double_stream_blocks\\.[0-9]+\\.block\\.", B0 "single_stream_blocks\\.[0-9]+\\.block\\.", NULL};
 /* Language models in Hugging Face names (Llama, Qwen, Mistral, Gemma, Phi-3, Mixtral, …). */
 static const char *const llm_detect[] = {B0 "layers\\.[0-9]+\\.self_attn\\.(q_proj|qkv_proj|o_proj)\\.",
-                                         B0 "layers\\.[0-9]+\\.(mlp|block_sparse_moe)\\.", NULL};
+                                         B0 "layers\\.[0-9]+\\.(mlp|block_sparse_moe|feed_forward)\\.", NULL};
 /* LTX-Video and LTX-2 (original names; LTX-2 adds an audio stream beside the video one). */
 static const char *const ltx_detect[] = {B0 "(audio_)?patchify_proj\\.", B0 "[a-z0-9_]*adaln_single\\.", NULL};
 /* Cosmos-Predict2 and the models built on it (Anima): blocks modulated through adaLN-LoRA. */
@@ -98,10 +98,11 @@ static const feather_preset presets[] = {
      /* the output projection only, not a block's */
      "|^(model\\.diffusion_model\\.)?(audio_)?proj_out\\."},
     /* The output head, as fp8 language-model checkpoints keep it, and a mixture of experts' router
-     * (mlp.gate, not gate_proj), whose few rows pick every token's experts. */
-    {"llm", "language models (Hugging Face names): keeps lm_head and the experts' routers (mlp.gate, block_sparse_moe.gate)",
+     * (mlp.gate or .router, not gate_proj), whose few rows pick every token's experts. */
+    {"llm", "language models (Hugging Face names): keeps lm_head and the experts' routers (mlp.gate, mlp.router, "
+            "block_sparse_moe.gate, feed_forward.router)",
      llm_detect,
-     B0 "lm_head" B1 "|" B0 "(mlp|block_sparse_moe)\\.gate" B1},
+     B0 "lm_head" B1 "|" B0 "(mlp|block_sparse_moe|feed_forward)\\.(gate|router)" B1},
 };
 
 #define NPRESETS (sizeof presets / sizeof presets[0])

@@ -176,6 +176,8 @@ TEST(select_detects_every_family) {
         {"z-image", "noise_refiner.0.attention.qkv.weight", "context_refiner.0.attention.qkv.weight", "t_embedder.mlp.0.weight", "layers.0.attention.out.weight"},
         {"llm", "model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.down_proj.weight", "lm_head.weight", "model.layers.0.mlp.gate_proj.weight"},
         {"llm", "model.layers.0.self_attn.o_proj.weight", "model.layers.0.mlp.experts.0.up_proj.weight", "model.layers.0.mlp.gate.weight", "model.layers.0.mlp.experts.0.gate_proj.weight"},
+        {"llm", "model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.experts.gate_up_proj.weight", "model.layers.0.mlp.router.weight", "model.layers.0.self_attn.o_proj.weight"},
+        {"llm", "language_model.model.layers.0.self_attn.q_proj.weight", "language_model.model.layers.0.feed_forward.shared_expert.down_proj.weight", "language_model.model.layers.0.feed_forward.router.weight", "language_model.model.layers.0.feed_forward.shared_expert.up_proj.weight"},
         {"llm", "model.layers.0.self_attn.qkv_proj.weight", "model.layers.0.block_sparse_moe.experts.0.w1.weight", "model.layers.0.block_sparse_moe.gate.weight", "model.layers.0.block_sparse_moe.experts.0.w2.weight"},
         {"ltx", "patchify_proj.weight", "adaln_single.emb.timestep_embedder.linear_1.weight", "caption_projection.linear_2.weight", "transformer_blocks.0.attn1.to_q.weight"},
         {"ltx", "model.diffusion_model.audio_patchify_proj.weight", "model.diffusion_model.adaln_single.linear.weight", "model.diffusion_model.av_ca_a2v_gate_adaln_single.linear.weight", "model.diffusion_model.transformer_blocks.0.audio_to_video_attn.to_k.weight"},
