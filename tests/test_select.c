@@ -208,6 +208,43 @@ TEST(select_detects_every_family) {
     CHECK(feather_preset_find("flux") && !feather_preset_find("Flux"));
 }
 
+/* ComfyUI-FeatherOps' loader runs the layers its model lists exclude (a name containing one of
+ * the substrings) as plain weights and drops their scales, so a comfy-layout file made for it must
+ * hold them unconverted: for each family it lists, the preset keeps every such layer. */
+TEST(select_keeps_every_layer_the_featherops_loader_excludes) {
+    static const struct { const char *family; const char *excluded[8]; } fam[] = {
+        {"flux2", {"img_in", "time_in", "txt_in", "final_layer", "double_stream_modulation_img",
+                   "double_stream_modulation_txt", "single_stream_modulation", NULL}},
+        {"qwen-image", {"time_text_embed", "img_in", "norm_out", "proj_out", "txt_in", "img_mod", "txt_mod", NULL}},
+        {"wan", {"patch_embedding", "text_embedding", "time_embedding", "time_projection", "head", NULL}},
+        {"anima", {"t_embedder", "x_embedder", "final_layer", "llm_adapter", NULL}},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        const char *path = test_path("sample.safetensors");
+        REQUIRE(test_run("'%s/feather-sample' -q --force --family %s --hidden 256 -o '%s'", test_bindir(), fam[f].family, path) == 0);
+        feather_convert_options o;
+        feather_convert_defaults(&o);
+        o.layout = FEATHER_LAYOUT_COMFY;
+        o.quant.mode = FEATHER_SCALE_TENSOR;
+        feather_reader *r;
+        feather_plan *p = plan_for(path, &o, &r);
+        REQUIRE(p);
+        size_t excluded = 0;
+        for (size_t i = 0; i < feather_plan_count(p); i++) {
+            const feather_plan_entry *e = feather_plan_at(p, i);
+            int hit = 0;
+            for (const char *const *x = fam[f].excluded; *x; x++) hit |= strstr(e->tensor->name, *x) != NULL;
+            if (!hit || e->tensor->ndim != 2) continue;
+            excluded++;
+            if (e->action != FEATHER_KEEP)
+                test_fail(__FILE__, __LINE__, "%s: %s is converted, but the loader runs it unscaled", fam[f].family, e->tensor->name);
+        }
+        CHECK(excluded >= 4);
+        feather_plan_free(p);
+        feather_close(r);
+    }
+}
+
 /* A diffusion model's file that carries its text encoder (a language model's names) is still
  * its family's: the language-model preset is tried last. */
 TEST(select_diffusion_family_wins_over_its_text_encoder) {
