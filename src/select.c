@@ -49,9 +49,12 @@ static const char *const ltx_detect[] = {B0 "(audio_)?patchify_proj\\.", B0 "[a-
 /* Cosmos-Predict2 and the models built on it (Anima): blocks modulated through adaLN-LoRA. */
 static const char *const cosmos_detect[] = {B0 "blocks\\.[0-9]+\\.adaln_modulation_self_attn\\.", B0 "x_embedder\\.proj\\.", NULL};
 
+/* No signature: what every file matches. */
+static const char *const any_file[] = {NULL};
+
 /* Order matters for detection: the more specific signature first (HunyuanVideo before Flux,
- * both have double_blocks), and language models last (a diffusion model's file may carry its
- * text encoder). */
+ * both have double_blocks), language models after the diffusion models (a diffusion model's
+ * file may carry its text encoder), and last the one every file matches. */
 static const feather_preset presets[] = {
     {"hunyuan-video", "HunyuanVideo 1.0/1.5, HunyuanImage 2.1: keeps img_in, txt_in, time_in, time_r_in, vector_in, "
                       "guidance_in, byt5_in, vision_in, final_layer and modulation layers",
@@ -103,6 +106,14 @@ static const feather_preset presets[] = {
             "block_sparse_moe.gate, feed_forward.router)",
      llm_detect,
      B0 "lm_head" B1 "|" B0 "(mlp|block_sparse_moe|feed_forward)\\.(gate|router)" B1},
+    /* A model of no known family keeps what the presets above keep by its usual names: a layer
+     * computing modulation (modulation, adaLN, adaln_*), a time or timestep embedder, and an
+     * output head over a vocabulary. */
+    {"generic", "no family detected: keeps layers named for modulation or adaLN, time and timestep embedders, and lm_head",
+     any_file,
+     B0 "[A-Za-z0-9_]*(modulation|adaLN|adaln)[A-Za-z0-9_]*" B1 "|" B0
+        "(t_embedder|time_in|time_embed|time_embedding|time_embedder|time_proj|time_projection|timestep_embedder|"
+        "time_text_embed|lm_head)" B1},
 };
 
 #define NPRESETS (sizeof presets / sizeof presets[0])

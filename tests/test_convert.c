@@ -107,7 +107,7 @@ TEST(convert_library_roundtrip_and_metadata) {
     REQUIRE(st == FEATHER_OK);
     CHECK_EQ_U(res.tensors_converted, 3);
     CHECK_EQ_U(res.tensors_kept, 3);
-    CHECK(!strcmp(res.preset, "none"));
+    CHECK(!strcmp(res.preset, "generic"));
     CHECK(res.snr_worst_db > 24 && res.snr_mean_db >= res.snr_worst_db);
     CHECK(res.bytes_out < res.bytes_in);
     check_roundtrip(in, out, 1);
@@ -692,7 +692,7 @@ TEST(convert_cli_comfy_layout_defaults_to_tensor_scales) {
     snprintf(out, sizeof out, "%s", test_path("m-comfy.safetensors"));
     REQUIRE(tu_write_model(in, small_model, NSMALL, 1, NULL) == 0);
     CHECK_EQ_U(test_run("%s -q --force --json --layout comfy -o %s %s", bin("feather-convert"), out, in), 0);
-    CHECK_STR_CONTAINS(test_cmd_output(), "\"preset\":\t\"none\"");
+    CHECK_STR_CONTAINS(test_cmd_output(), "\"preset\":\t\"generic\"");
     feather_reader *r = NULL;
     feather_error err = {0};
     REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
