@@ -50,6 +50,23 @@ const char *st_shape_str(const feather_tensor *t, char *buf, size_t len) {
     return buf;
 }
 
+/* What a file whose first eight bytes are no plausible header length is, where its magic says:
+ * the formats checkpoints also come in. NULL for anything else. */
+static const char *other_format(const uint8_t *b) {
+    if (!memcmp(b, "PK\x03\x04", 4))
+        return "a zip archive, as PyTorch saves .pt, .pth, .ckpt and .bin checkpoints: load it with torch and save "
+               "it with safetensors first";
+    if (b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+        return "a Python pickle, as older PyTorch .ckpt and .bin checkpoints are: load it with torch and save it "
+               "with safetensors first";
+    if (!memcmp(b, "GGUF", 4)) return "a GGUF file, a format of its own (llama.cpp, ComfyUI-GGUF)";
+    if (!memcmp(b, "\x28\xb5\x2f\xfd", 4))
+        return "zstd-compressed: name it NAME.safetensors.zst to have it read through decompression";
+    if (!memcmp(b, "\x1f\x8b", 2)) return "gzip-compressed: decompress it first";
+    if (!memcmp(b, "\x89HDF", 4)) return "an HDF5 file (Keras .h5)";
+    return NULL;
+}
+
 feather_status st_header_len(const uint8_t *buf, size_t len, uint64_t file_size, const char *name,
                              uint64_t *n, feather_error *err) {
     if (file_size < 8)
@@ -60,6 +77,9 @@ feather_status st_header_len(const uint8_t *buf, size_t len, uint64_t file_size,
         return feather_fail(err, FEATHER_E_ARG, "%s: only %zu bytes given, the header length needs 8",
                             name, len);
     uint64_t v = feather_rd64le(buf);
+    const char *other = other_format(buf);
+    if (other && (v > FEATHER_MAX_HEADER || v > file_size - 8))
+        return feather_fail(err, FEATHER_E_INVALID, "%s: not a safetensors file: %s", name, other);
     /* Checked before anything is allocated or compared with the file, like the reference. */
     if (v > FEATHER_MAX_HEADER)
         return feather_fail(err, FEATHER_E_INVALID,

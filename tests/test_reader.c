@@ -219,6 +219,34 @@ TEST(reader_api_misuse) {
     stb_free(&b);
 }
 
+/* A checkpoint in another format is named as such, in one line, rather than as a safetensors
+ * file with an impossible header length. */
+TEST(reader_other_formats_are_named) {
+    static const struct { const char *name; const char *magic; size_t n; const char *says; } f[] = {
+        {"torch.ckpt", "PK\x03\x04\x14\x00\x00\x00", 8, "PyTorch"},
+        {"old.bin", "\x80\x02}q\x00(X\x0e", 8, "pickle"},
+        {"m.gguf", "GGUF\x03\x00\x00\x00", 8, "GGUF"},
+        {"m.safetensors", "\x28\xb5\x2f\xfd\x24\x00\x01\x00", 8, ".safetensors.zst"},
+        {"m.safetensors.gz", "\x1f\x8b\x08\x00\x00\x00\x00\x00", 8, "gzip"},
+        {"m.h5", "\x89HDF\r\n\x1a\n", 8, "HDF5"},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        uint8_t bytes[4096] = {0};
+        memcpy(bytes, f[i].magic, f[i].n);
+        for (size_t j = f[i].n; j < sizeof bytes; j++) bytes[j] = (uint8_t)(j * 131 + 7);
+        stb_buf b = {bytes, sizeof bytes};
+        const char *path = write_buf(f[i].name, &b);
+        feather_reader *r = NULL;
+        feather_error e = {0};
+        CHECK(feather_open(&r, path, 0, &e) == FEATHER_E_INVALID);
+        CHECK(r == NULL);
+        CHECK_STR_CONTAINS(e.message, "not a safetensors file");
+        CHECK_STR_CONTAINS(e.message, f[i].says);
+        CHECK_STR_CONTAINS(e.message, f[i].name);
+        CHECK(one_line(e.message));
+    }
+}
+
 /* Dropping and prefetching pages never changes what a tensor reads; the header bytes are the
  * file's first 8 + N bytes in every mode. */
 TEST(reader_paging_hints_and_header_bytes) {
