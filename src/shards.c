@@ -95,6 +95,14 @@ static feather_status scan_dir(const char *dir, names *index, names *models, fea
     return st;
 }
 
+/* Whether dir holds name, a regular file (dir_wanted 0) or a directory (1). */
+static int has_entry(const char *dir, const char *name, int dir_wanted) {
+    char path[4096];
+    struct stat sb;
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path || stat(path, &sb)) return 0;
+    return dir_wanted ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode);
+}
+
 feather_status st_dir_model(const char *dir, char **model_path, feather_error *err) {
     names index = {0}, models = {0};
     char list[512];
@@ -109,7 +117,18 @@ feather_status st_dir_model(const char *dir, char **model_path, feather_error *e
         pick = index.v[0];
     else if (models.n == 1)
         pick = models.v[0];
-    else if (models.n == 0)
+    else if (models.n == 0 && has_entry(dir, "model_index.json", 0)) {
+        /* a diffusers pipeline: each of its models lies in a folder of its own */
+        const char *sub = has_entry(dir, "transformer", 1) ? "transformer" : has_entry(dir, "unet", 1) ? "unet" : NULL;
+        if (sub)
+            st = feather_fail(err, FEATHER_E_INVALID,
+                              "%s: a diffusers pipeline (model_index.json), whose models lie in folders of their own: "
+                              "give the folder of the one to convert (%s/%s)", dir, dir, sub);
+        else
+            st = feather_fail(err, FEATHER_E_INVALID,
+                              "%s: a diffusers pipeline (model_index.json), whose models lie in folders of their own: "
+                              "give the folder of the one to convert", dir);
+    } else if (models.n == 0)
         st = feather_fail(err, FEATHER_E_INVALID,
                           "%s: no .safetensors file and no *%s in this directory", dir, INDEX_SUFFIX);
     else

@@ -667,6 +667,18 @@ TEST(reader_directory_choices) {
     REQUIRE(stb_write(p, "{}", 2) == 0);
     CHECK(feather_open(&r, dir, 0, &e) == FEATHER_E_INVALID);
     CHECK_STR_CONTAINS(e.message, "2 *.safetensors.index.json files");
+    /* A diffusers pipeline: its models are in folders of their own, which the message names. */
+    const char *pipe = test_path("pipe");
+    mkdir(pipe, 0755);
+    snprintf(p, sizeof p, "%s/model_index.json", pipe);
+    REQUIRE(stb_write(p, "{}", 2) == 0);
+    CHECK(feather_open(&r, pipe, 0, &e) == FEATHER_E_INVALID);
+    CHECK_STR_CONTAINS(e.message, "a diffusers pipeline (model_index.json)");
+    snprintf(p, sizeof p, "%s/transformer", pipe);
+    mkdir(p, 0755);
+    CHECK(feather_open(&r, pipe, 0, &e) == FEATHER_E_INVALID);
+    CHECK_STR_CONTAINS(e.message, p);
+    CHECK(one_line(e.message));
     stb_free(&b);
 }
 
