@@ -183,7 +183,7 @@ DEMO := samples/out/flux-demo.safetensors
 demo: deps
 	$(MAKE) all
 	@mkdir -p samples/out
-	$(BUILD)/feather-sample --family flux --dtype bf16 --hidden 256 --blocks 2 -o $(DEMO)
+	$(BUILD)/feather-sample --force --family flux --dtype bf16 --hidden 256 --blocks 2 -o $(DEMO)
 	$(BUILD)/feather-convert --plan $(DEMO) | tail -n 4
 	$(BUILD)/feather-convert --force $(DEMO)
 	$(BUILD)/feather-verify --info samples/out/flux-demo-fp8e5m2.safetensors | head -n 30

@@ -1174,7 +1174,11 @@ int main(int argc, char **argv) {
     feather_error err = {0};
     feather_status st = FEATHER_OK;
     double t0 = now_s();
-    if (index && !force && access(index, F_OK) == 0) st = fail(&err, FEATHER_E_EXISTS, "%s: output exists", index);
+    /* Outputs that exist are named before anything is written, in one line. */
+    for (unsigned s = 0; !force && !st && s <= shards; s++) {
+        const char *path = s < shards ? paths[s] : index;
+        if (path && access(path, F_OK) == 0) st = fail(&err, FEATHER_E_EXISTS, "%s: output exists (--force replaces it)", path);
+    }
     unsigned done = 0; /* files this run completed */
     while (!st && done < shards && !(st = write_file(&j, paths[done], shards > 1 ? (int)done : -1, &err))) done++;
     if (!st && index) st = write_index(&m, j.sorted, index, paths, &err);
@@ -1184,7 +1188,6 @@ int main(int argc, char **argv) {
             for (unsigned s = 0; s < done; s++) remove(paths[s]);
         err.code = st;
         rc = cli_fail(&err);
-        if (st == FEATHER_E_EXISTS) cli_error("use --force to replace existing outputs");
     } else if (!quiet) {
         double el = now_s() - t0;
         fprintf(stderr, "%s: %s, %zu tensors, %.1f MB in %.2f s (%.0f MB/s)\n", index ? index : paths[0],

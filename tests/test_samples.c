@@ -593,7 +593,8 @@ TEST(samples_command_line_errors) {
     size_t l1, l2;
     unsigned char *before = slurp(out, &l1);
     CHECK_EQ_U(sample(out, "--family llm --seed 2"), 2);
-    CHECK_STR_CONTAINS(test_cmd_output(), "--force");
+    CHECK_STR_CONTAINS(test_cmd_output(), "output exists (--force replaces it)");
+    CHECK(!strchr(test_cmd_output(), '\n') || strchr(test_cmd_output(), '\n') == strrchr(test_cmd_output(), '\n'));
     unsigned char *after = slurp(out, &l2);
     REQUIRE(before && after);
     CHECK(l1 == l2 && !memcmp(before, after, l1));
