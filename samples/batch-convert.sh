@@ -5,6 +5,9 @@
 #
 # Models are *.safetensors, *.safetensors.zst and sharded models (*.safetensors.index.json,
 # converted once through their index; the shards it names are not converted on their own).
+# In a diffusers pipeline (a folder with model_index.json, each model in a folder of its own)
+# only the diffusion model's folders (transformer*, unet*, prior*, decoder*) are converted: its
+# text encoders, VAE and the rest are left alone, as feather-convert leaves a full checkpoint's.
 # Files that are themselves converter outputs (NAME-fp8e5m2.safetensors, NAME-fp8e4m3fn…) and
 # hidden files (the writer's temporary files) are left alone. Outputs go beside the inputs, or
 # under OUTDIR mirroring DIR's subdirectories (so equal names in different folders do not clash).
@@ -36,7 +39,7 @@ with feather-convert, N at a time (default: one per core).
 
 Options after -- go to every feather-convert call (e.g. -- --scale block:64 --zstd).
 Running the same command again skips what is already converted. Models with nothing to
-convert (LoRAs, say) are left alone.
+convert (LoRAs, say) are left alone, and so are a diffusers pipeline's text encoders and VAE.
 Exit status: 0 ok, 2 some conversions failed, 64 usage error, 130 interrupted.
 EOF
 }
@@ -114,6 +117,11 @@ trap : INT # caught, not ignored: the converter still gets Ctrl-C, this shell re
 f=$1
 shift
 [ -e "$BATCH_TMP/stop" ] && exit 0
+# A diffusers pipeline: only its diffusion model.
+comp=$(dirname "$f")
+if [ -f "$(dirname "$comp")/model_index.json" ]; then
+    case $(basename "$comp") in transformer* | unet* | prior* | decoder*) ;; *) exit 0 ;; esac
+fi
 case $f in
 *.safetensors)
     # A shard of a sharded model is converted through its index.

@@ -677,17 +677,24 @@ TEST(batch_convert_counts_skips_and_failures) {
                      ": >in/notes.txt && : >in/sharded/m-00001-of-00002.safetensors && "
                      ": >in/sharded/m-00002-of-00002.safetensors && "
                      "printf '{\"weight_map\":{\"x\":\"m-00001-of-00002.safetensors\",\"y\":\"m-00002-of-00002.safetensors\"}}' "
-                     ">in/sharded/m.safetensors.index.json",
+                     ">in/sharded/m.safetensors.index.json && "
+                     /* a diffusers pipeline: only its transformer is converted */
+                     "mkdir -p in/pipe/transformer in/pipe/text_encoder in/pipe/vae && : >in/pipe/model_index.json && "
+                     ": >in/pipe/transformer/diffusion_pytorch_model.safetensors && "
+                     ": >in/pipe/text_encoder/model.safetensors && : >in/pipe/vae/diffusion_pytorch_model.safetensors",
                      test_tmpdir()) == 0);
     int rc = test_run("STUB_LOG='%s' FEATHER_CONVERT='%s' sh %s -j 2 -o '%s/out' '%s/in' -- --scale tensor", log,
                       stub_path, script, test_tmpdir(), test_tmpdir());
     CHECK_EQ_U(rc, 2);
-    CHECK_STR_CONTAINS(test_cmd_output(), "4 converted, 0 skipped, 0 with nothing to convert, 1 failed");
+    CHECK_STR_CONTAINS(test_cmd_output(), "5 converted, 0 skipped, 0 with nothing to convert, 1 failed");
     CHECK_STR_CONTAINS(test_cmd_output(), "invalid"); /* the converter's message gets through */
-    /* Five calls, each with the JSON flags and the options after --, none for outputs, hidden
-     * files or shards. */
-    CHECK_EQ_U(count_lines(log, "-q --json"), 5);
-    CHECK_EQ_U(count_lines(log, "--scale tensor"), 5);
+    /* Six calls, each with the JSON flags and the options after --, none for outputs, hidden
+     * files, shards or a pipeline's text encoder and VAE. */
+    CHECK_EQ_U(count_lines(log, "-q --json"), 6);
+    CHECK_EQ_U(count_lines(log, "--scale tensor"), 6);
+    CHECK_EQ_U(count_lines(log, "pipe/transformer/"), 1);
+    CHECK_EQ_U(count_lines(log, "text_encoder"), 0);
+    CHECK_EQ_U(count_lines(log, "vae"), 0);
     CHECK_EQ_U(count_lines(log, "fp8e"), 0);
     CHECK_EQ_U(count_lines(log, "/."), 0);
     CHECK_EQ_U(count_lines(log, "-of-"), 0);
@@ -698,15 +705,15 @@ TEST(batch_convert_counts_skips_and_failures) {
     CHECK(exists(test_path("out/sharded/m-fp8e5m2.safetensors")));
     PATH(summary, "out/batch-summary.json");
     CHECK_EQ_U(count_lines(summary, "\"exit_status\": 2"), 1);
-    CHECK_EQ_U(count_lines(summary, "\"converted\": 4"), 1);
-    CHECK_EQ_U(count_lines(summary, "\"status\":\t\"converted\""), 4);
+    CHECK_EQ_U(count_lines(summary, "\"converted\": 5"), 1);
+    CHECK_EQ_U(count_lines(summary, "\"status\":\t\"converted\""), 5);
 
     /* Running it again resumes: what was converted is skipped, the failure stays. */
     rc = test_run("STUB_LOG='%s' FEATHER_CONVERT='%s' sh %s -j 1 -o '%s/out' '%s/in'", log, stub_path, script,
                   test_tmpdir(), test_tmpdir());
     CHECK_EQ_U(rc, 2);
-    CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 4 skipped, 0 with nothing to convert, 1 failed");
-    CHECK_EQ_U(count_lines(summary, "\"skipped\": 4"), 1);
+    CHECK_STR_CONTAINS(test_cmd_output(), "0 converted, 5 skipped, 0 with nothing to convert, 1 failed");
+    CHECK_EQ_U(count_lines(summary, "\"skipped\": 5"), 1);
 
     /* Without failures it succeeds; without -o the summary goes to stdout. */
     REQUIRE(remove(test_path("in/bad.safetensors")) == 0);
@@ -714,7 +721,7 @@ TEST(batch_convert_counts_skips_and_failures) {
                   test_tmpdir());
     CHECK_EQ_U(rc, 0);
     /* in/a-fp8e5m2.safetensors was there from the start: that one is up to date. */
-    CHECK_STR_CONTAINS(test_cmd_output(), "\"converted\": 3");
+    CHECK_STR_CONTAINS(test_cmd_output(), "\"converted\": 4");
     CHECK_STR_CONTAINS(test_cmd_output(), "\"skipped\": 1");
     CHECK(exists(test_path("in/sub/a-fp8e5m2.safetensors")));
 
