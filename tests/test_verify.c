@@ -358,6 +358,10 @@ TEST(verify_cli_reports_spare_checkpoints_and_inputs) {
                         dir, dir, conv),
                64);
     CHECK(tu_files_equal(conv, copy));
+    /* a report into a folder that is not there fails before anything is measured */
+    CHECK_EQ_U(test_run("%s/feather-verify --reference %s --html %s/nodir/r.html %s", bin, orig, dir, conv), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "nodir/r.html: cannot write the report");
+    CHECK(!strstr(test_cmd_output(), "OK"));
     /* a second report replaces the first whole; no temporary file stays */
     CHECK_EQ_U(test_run("echo old > %s/r.json && %s/feather-verify -q --reference %s --json %s/r.json %s", dir, bin, orig,
                         dir, conv),
