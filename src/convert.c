@@ -692,8 +692,27 @@ static feather_status shard_output(conv *c, const char *output, unsigned shard, 
     return FEATHER_OK;
 }
 
+/* Does the existing output hold what this plan makes of every tensor: converted ones in the
+ * target fp8 dtype, dequantised ones in BF16, kept ones as they are, dropped ones not at all? The
+ * options name a preset, not its rules: a file made before a preset changed what it keeps says
+ * so here. */
+static int same_selection(const conv *c, feather_reader *out) {
+    const feather_dtype fp8 = c->o->quant.format == FEATHER_FP8_E5M2 ? FEATHER_F8_E5M2 : FEATHER_F8_E4M3;
+    for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
+        const feather_plan_entry *e = feather_plan_at(c->plan, i);
+        const feather_tensor *t = feather_find(out, e->tensor->name);
+        if (e->action == FEATHER_DROP) {
+            if (t) return 0;
+            continue;
+        }
+        const feather_dtype want = converted(e) ? fp8 : e->action == FEATHER_DEQUANT ? FEATHER_BF16 : e->tensor->dtype;
+        if (!t || t->dtype != want) return 0;
+    }
+    return 1;
+}
+
 /* Is the existing output up to date: made from an input with the same XXH3 and the same
- * options? Reads the input once when the cheap checks pass. */
+ * options, with the same selection? Reads the input once when the cheap checks pass. */
 static feather_status up_to_date(conv *c, const char *output, int *yes) {
     *yes = 0;
     feather_reader *o;
@@ -707,6 +726,7 @@ static feather_status up_to_date(conv *c, const char *output, int *yes) {
         const char *src = feather_metadata_get(o, s, "feather.source_xxh3");
         if (!opt || !src || strcmp(opt, c->options)) goto done;
     }
+    if (!same_selection(c, o)) goto done;
     for (unsigned s = 0; s < ns; s++) {
         uint64_t hsh = 0;
         char hex[17];
@@ -848,7 +868,8 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
             goto out_plan;
         }
         st = feather_fail(err, FEATHER_E_EXISTS,
-                          "%s: output exists and was not made from this input with these options (use --force to replace it)",
+                          "%s: output exists and was not made from this input with these options and rules (use --force to "
+                          "replace it)",
                           output);
         goto out_plan;
     }

@@ -200,6 +200,33 @@ TEST(convert_skips_up_to_date_and_refuses_stale_outputs) {
     o.overwrite = 0;
     REQUIRE(tu_write_model(in, small_model, NSMALL, 4, NULL) == 0);
     CHECK(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_E_EXISTS);
+
+    /* Same input, same options, but made under other rules (a preset that kept a layer this one
+     * converts): the options name the preset, not its rules, so the tensors must say it. */
+    o.overwrite = 1;
+    REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
+    feather_reader *r = NULL;
+    REQUIRE(feather_open(&r, out, FEATHER_OPEN_HEADER_ONLY, &err) == FEATHER_OK);
+    char opt[1024], src[64];
+    snprintf(opt, sizeof opt, "%s", feather_metadata_get(r, 0, "feather.options"));
+    snprintf(src, sizeof src, "%s", feather_metadata_get(r, 0, "feather.source_xxh3"));
+    tspec old[16];
+    size_t n = 0;
+    for (size_t i = 0; i < feather_count(r) && n < 16; i++) {
+        const feather_tensor *t = feather_tensor_at(r, i);
+        if (!strcmp(t->name, "blocks.0.mlp.fc1.weight_scale")) continue;
+        old[n] = (tspec){t->name, t->dtype, t->ndim, {0}};
+        for (unsigned d = 0; d < t->ndim; d++) old[n].shape[d] = t->shape[d];
+        if (!strcmp(t->name, "blocks.0.mlp.fc1.weight")) old[n] = (tspec){t->name, FEATHER_F16, 2, {128, 64}};
+        n++;
+    }
+    const char *meta[] = {"feather.options", opt, "feather.source_xxh3", src, NULL};
+    REQUIRE(tu_write_model(out, old, n, 5, meta) == 0);
+    feather_close(r);
+    o.overwrite = 0;
+    CHECK(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_E_EXISTS);
+    CHECK(!res.skipped);
+    CHECK_STR_CONTAINS(err.message, "rules");
     feather_ctx_free(ctx);
 }
 
