@@ -188,17 +188,24 @@ static const char *comfy_quant_json(feather_fp8 f) {
                                  : "{\"format\": \"float8_e4m3fn\"}";
 }
 
+/* The dtype of a (not dropped) entry's tensor in the output. */
+static feather_dtype out_dtype(const conv *c, const feather_plan_entry *e) {
+    if (e->action == FEATHER_KEEP) return e->tensor->dtype;
+    if (e->action == FEATHER_DEQUANT) return FEATHER_BF16;
+    return feather_fp8_dtype(c->o->quant.format);
+}
+
 static feather_status declare_entry(conv *c, feather_writer *w, const feather_plan_entry *e) {
     const feather_tensor *t = e->tensor;
     feather_error *err = c->err;
     feather_status st;
     if (e->action == FEATHER_DROP) return FEATHER_OK;
-    if (e->action == FEATHER_KEEP) return feather_writer_tensor(w, t->name, t->dtype, t->ndim, t->shape, err);
+    const feather_dtype dt = out_dtype(c, e);
+    if (e->action == FEATHER_KEEP) return feather_writer_tensor(w, t->name, dt, t->ndim, t->shape, err);
     if (e->action == FEATHER_DEQUANT) {
         const uint64_t shape[2] = {e->n, e->k};
-        return feather_writer_tensor(w, t->name, FEATHER_BF16, 2, shape, err);
+        return feather_writer_tensor(w, t->name, dt, 2, shape, err);
     }
-    feather_dtype dt = feather_fp8_dtype(c->o->quant.format);
     if (c->o->layout == FEATHER_LAYOUT_PACKED) {
         uint64_t shape[3] = {e->k / 16, e->n, 16};
         st = feather_writer_tensor(w, t->name, dt, 3, shape, err);
@@ -266,7 +273,7 @@ static char *comfy_layers_json(conv *c, unsigned shard, size_t *n) {
         if (t->shard != shard || !feather_ends_with(t->name, ".weight")) continue;
         char layer[4200];
         snprintf(layer, sizeof layer, "%.*s", (int)(strlen(t->name) - 7), t->name);
-        cJSON *kept = e->action == FEATHER_KEEP && (t->dtype == FEATHER_F8_E4M3 || t->dtype == FEATHER_F8_E5M2)
+        cJSON *kept = e->action == FEATHER_KEEP && feather_is_fp8(t->dtype)
                           ? cJSON_GetObjectItemCaseSensitive(in_layers, layer)
                           : NULL;
         if (kept) {
@@ -697,16 +704,10 @@ static feather_status shard_output(conv *c, const char *output, unsigned shard, 
  * options name a preset, not its rules: a file made before a preset changed what it keeps says
  * so here. */
 static int same_selection(const conv *c, feather_reader *out) {
-    const feather_dtype fp8 = c->o->quant.format == FEATHER_FP8_E5M2 ? FEATHER_F8_E5M2 : FEATHER_F8_E4M3;
     for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c->plan, i);
         const feather_tensor *t = feather_find(out, e->tensor->name);
-        if (e->action == FEATHER_DROP) {
-            if (t) return 0;
-            continue;
-        }
-        const feather_dtype want = converted(e) ? fp8 : e->action == FEATHER_DEQUANT ? FEATHER_BF16 : e->tensor->dtype;
-        if (!t || t->dtype != want) return 0;
+        if (e->action == FEATHER_DROP ? t != NULL : !t || t->dtype != out_dtype(c, e)) return 0;
     }
     return 1;
 }

@@ -66,6 +66,9 @@ static inline int feather_ends_with(const char *s, const char *suffix) {
     return n >= m && !strcmp(s + n - m, suffix);
 }
 
+/* Whether d is one of the fp8 dtypes an fp8 checkpoint's weights come in (E5M2, E4M3). */
+static inline int feather_is_fp8(feather_dtype d) { return d == FEATHER_F8_E5M2 || d == FEATHER_F8_E4M3; }
+
 /* The fp8 format of an F8_E5M2 or F8_E4M3 tensor. */
 static inline feather_fp8 feather_fp8_of(feather_dtype d) {
     return d == FEATHER_F8_E5M2 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;

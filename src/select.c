@@ -290,7 +290,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     shape_str(t, shp, sizeof shp);
     e->bytes_in = e->bytes_out = t->nbytes;
     const char *dt = feather_dtype_name(t->dtype);
-    int fp8 = t->dtype == FEATHER_F8_E5M2 || t->dtype == FEATHER_F8_E4M3;
+    int fp8 = feather_is_fp8(t->dtype);
 
     if (name_matches(lora, t->name)) {
         set(e, FEATHER_KEEP, "LoRA factor %s %s: LoRA loaders apply it beside its base weight, not through the kernel",

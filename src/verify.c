@@ -637,7 +637,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                     job.rdata = rd;
                     job.rbytes = rt->nbytes;
                 }
-                const int rfp8 = rt->dtype == FEATHER_F8_E5M2 || rt->dtype == FEATHER_F8_E4M3;
+                const int rfp8 = feather_is_fp8(rt->dtype);
                 if (!conv && rfp8 && t->dtype == FEATHER_BF16 && t->ndim == 2) {
                     /* an fp8 weight the conversion dequantised: bf16(code x scale), to the bit */
                     char why[200];
