@@ -120,14 +120,11 @@ feather_status st_dir_model(const char *dir, char **model_path, feather_error *e
     else if (models.n == 0 && has_entry(dir, "model_index.json", 0)) {
         /* a diffusers pipeline: each of its models lies in a folder of its own */
         const char *sub = has_entry(dir, "transformer", 1) ? "transformer" : has_entry(dir, "unet", 1) ? "unet" : NULL;
-        if (sub)
-            st = feather_fail(err, FEATHER_E_INVALID,
-                              "%s: a diffusers pipeline (model_index.json), whose models lie in folders of their own: "
-                              "give the folder of the one to convert (%s/%s)", dir, dir, sub);
-        else
-            st = feather_fail(err, FEATHER_E_INVALID,
-                              "%s: a diffusers pipeline (model_index.json), whose models lie in folders of their own: "
-                              "give the folder of the one to convert", dir);
+        char which[4200] = "";
+        if (sub) snprintf(which, sizeof which, " (%s/%s)", dir, sub);
+        st = feather_fail(err, FEATHER_E_INVALID,
+                          "%s: a diffusers pipeline (model_index.json), whose models lie in folders of their own: "
+                          "give the folder of the one to convert%s", dir, which);
     } else if (models.n == 0)
         st = feather_fail(err, FEATHER_E_INVALID,
                           "%s: no .safetensors file and no *%s in this directory", dir, INDEX_SUFFIX);

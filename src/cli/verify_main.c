@@ -3,6 +3,7 @@
 #include "feather/verify.h"
 
 #include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,11 +86,9 @@ static int report_path_ok(const char *opt, const char *path, const options *o) {
     for (int i = 0; i < o->nfiles; i++) input |= same_file(path, o->files[i]);
     if (input) return cli_usage_error("%s %s: that is an input of this run", opt, path);
     /* A folder that cannot take the report is found now, not after minutes of measuring. */
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
     if (access(dir, W_OK | X_OK)) {
         cli_error("%s: cannot write the report: %s: %s", path, dir, strerror(errno));
         return FEATHER_EXIT_INPUT;
