@@ -527,13 +527,13 @@ static void fam_zimage(model *m) {
  * turns the text encoder's states into its context (llm_adapter, width ctx). */
 static void fam_anima(model *m) {
     uint64_t h = m->h, mlp = m->mlp, ctx = m->ctx, hd = m->head_dim, lora = 256;
+    static const char *const attn[2] = {"self_attn", "cross_attn"};
     char p[256];
     linear(m, "net.x_embedder", "proj.1", h, 68, 0);
     linear(m, "net.t_embedder.1", "linear_1", h, h, 0);
     linear(m, "net.t_embedder.1", "linear_2", 3 * h, h, 0);
     norm(m, "net.t_embedding_norm", "weight", h);
     for (unsigned i = 0; i < m->blocks; i++) {
-        static const char *const attn[2] = {"self_attn", "cross_attn"};
         for (int a = 0; a < 2; a++) {
             const uint64_t kv_in = a ? ctx : h;
             fmt(p, sizeof p, "net.blocks.%u.%s", i, attn[a]);
@@ -561,7 +561,6 @@ static void fam_anima(model *m) {
     linear(m, "net.final_layer", "linear", 64, h, 0);
     add(m, V_WEIGHT, "net.llm_adapter.embed", "weight", SHAPE(8 * h, ctx));
     for (unsigned i = 0; i < 2; i++) {
-        static const char *const attn[2] = {"self_attn", "cross_attn"};
         for (int a = 0; a < 2; a++) {
             fmt(p, sizeof p, "net.llm_adapter.blocks.%u.%s", i, attn[a]);
             static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
