@@ -367,20 +367,13 @@ static void note_snr(conv *c, const feather_tensor *t, const feather_quant_stats
 static feather_status read_scales(conv *c, const feather_plan_entry *e, size_t *cap) {
     feather_error *err = c->err;
     const uint64_t count = e->scale ? e->scale->nelem : 1;
+    const void *sd = NULL;
     feather_status st = grow((void **)&c->scales, cap, count * sizeof(float), err);
-    if (st) return st;
-    if (!e->scale) {
-        for (uint64_t i = 0; i < count; i++) c->scales[i] = 1.0f;
-        return FEATHER_OK;
-    }
-    const void *sd;
-    if ((st = feather_tensor_data(c->r, e->scale, &sd, err))) return st;
-    for (uint64_t i = 0; i < count; i++) {
-        c->scales[i] = feather_load_f32(e->scale->dtype, sd, i);
-        if (!isfinite(c->scales[i]) || !(c->scales[i] > 0))
-            return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and > 0)",
-                                feather_reader_path(c->r), e->scale->name, (unsigned long long)i, c->scales[i]);
-    }
+    if (st || (e->scale && (st = feather_tensor_data(c->r, e->scale, &sd, err)))) return st;
+    const uint64_t bad = feather_scales_load(e->scale ? e->scale->dtype : FEATHER_F32, sd, count, c->scales);
+    if (bad < count)
+        return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and > 0)",
+                            feather_reader_path(c->r), e->scale->name, (unsigned long long)bad, c->scales[bad]);
     return FEATHER_OK;
 }
 

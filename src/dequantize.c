@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "feather/quant.h"
 
+#include <math.h>
 #include <stdio.h>
 
 const feather_tensor *feather_fp8_scale_of(feather_reader *r, const char *wname) {
@@ -17,6 +18,14 @@ const feather_tensor *feather_fp8_scale_of(feather_reader *r, const char *wname)
     if (s || !feather_ends_with(wname, ".weight")) return s;
     snprintf(buf, sizeof buf, "%.*s.scale_weight", (int)(len - 7), wname);
     return feather_find(r, buf);
+}
+
+uint64_t feather_scales_load(feather_dtype dt, const void *sd, uint64_t count, float *out) {
+    for (uint64_t i = 0; i < count; i++) {
+        out[i] = sd ? feather_load_f32(dt, sd, i) : 1.0f;
+        if (!isfinite(out[i]) || !(out[i] > 0)) return i;
+    }
+    return count;
 }
 
 int feather_scale_mode_of(uint64_t count, uint64_t n, uint64_t k, feather_scale_mode *mode, unsigned *group) {

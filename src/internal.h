@@ -61,6 +61,11 @@ int feather_scale_mode_of(uint64_t count, uint64_t n, uint64_t k, feather_scale_
  * NULL when it has none. */
 const feather_tensor *feather_fp8_scale_of(feather_reader *r, const char *wname);
 
+/* count scales of an F16, BF16 or F32 scale tensor's data sd as f32 into out, or count ones where
+ * sd is NULL (a weight without a scale tensor). Returns the index of the first scale that is not
+ * finite and > 0, which no fp8 weight can be dequantised with, or count when there is none. */
+uint64_t feather_scales_load(feather_dtype dt, const void *sd, uint64_t count, float *out);
+
 static inline int feather_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && !strcmp(s + n - m, suffix);

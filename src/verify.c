@@ -445,17 +445,21 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
     }
     const uint64_t ns = s ? s->nelem : 1;
     float *sc = malloc(ns * sizeof(float)), *out = malloc(n * k * sizeof(float));
-    if (sc && out) {
-        for (uint64_t i = 0; i < ns; i++) sc[i] = s ? feather_load_f32(s->dtype, sd, i) : 1.0f;
+    const uint64_t bad = sc ? feather_scales_load(s ? s->dtype : FEATHER_F32, sd, ns, sc) : 0;
+    if (!sc || !out) {
+        snprintf(why, wl, "out of memory");
+    } else if (bad < ns) {
+        snprintf(why, wl, "the reference's scale %llu (%s) is %g: it dequantises no weight", (unsigned long long)bad,
+                 s->name, sc[bad]);
+    } else {
         feather_dequantize(rd, packed, feather_fp8_of(rt->dtype), s ? mode : FEATHER_SCALE_TENSOR, s ? group : 0, sc, n,
                            k, out);
-    } else {
-        free(out);
-        out = NULL;
-        snprintf(why, wl, "out of memory");
+        free(sc);
+        return out;
     }
+    free(out);
     free(sc);
-    return out;
+    return NULL;
 }
 
 /* Whether a tensor of an fp8 reference that the conversion leaves out belongs to an fp8 weight
@@ -603,15 +607,11 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                 vt->bytes += s->nbytes;
                 scales = malloc(s->nelem * sizeof(float));
                 if (!scales) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
-                memcpy(scales, sd, s->nelem * sizeof(float));
-                scales_ok = 1;
-                for (uint64_t j = 0; j < s->nelem; j++)
-                    if (!isfinite(scales[j]) || !(scales[j] > 0)) {
-                        note(p_scale, sizeof p_scale, "scale %llu is %g (must be finite and > 0)", (unsigned long long)j,
-                             scales[j]);
-                        scales_ok = 0;
-                        break;
-                    }
+                const uint64_t bad = feather_scales_load(FEATHER_F32, sd, s->nelem, scales);
+                scales_ok = bad == s->nelem;
+                if (!scales_ok)
+                    note(p_scale, sizeof p_scale, "scale %llu is %g (must be finite and > 0)", (unsigned long long)bad,
+                         scales[bad]);
             }
             if (layout_ok) {
                 job.units = UNITS_CODES;

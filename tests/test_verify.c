@@ -227,6 +227,27 @@ TEST(verify_against_an_fp8_reference) {
     CHECK_STR_CONTAINS(problem_of(r, "l0.mlp.fc1.weight"), "kept tensor differs from the reference");
     CHECK(!problem_of(r, "l0.attn.qkv.weight")[0]);
     feather_verify_report_free(r);
+
+    /* a reference scale no weight can be dequantised with: named, not measured as NaN or zero */
+    flip_byte(fp8, so + 1, 0x01);
+    const long qo = data_offset(fp8, "l0.attn.qkv.weight_scale");
+    REQUIRE(qo > 0);
+    const float bad[2] = {0.0f, NAN};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(fp8, "r+b");
+        REQUIRE(f);
+        fseek(f, qo, SEEK_SET);
+        fwrite(&bad[i], 4, 1, f);
+        fclose(f);
+        r = NULL;
+        CHECK(verify(conv, fp8, &r) == FEATHER_E_MISMATCH);
+        REQUIRE(r);
+        CHECK_STR_CONTAINS(problem_of(r, "l0.attn.qkv.weight"), "scale 0 (l0.attn.qkv.weight_scale) is");
+        CHECK_STR_CONTAINS(problem_of(r, "l0.attn.qkv.weight"), "dequantises no weight");
+        CHECK(!find(r, "l0.attn.qkv.weight")->measured);
+        CHECK(!problem_of(r, "l0.mlp.fc1.weight")[0]);
+        feather_verify_report_free(r);
+    }
 }
 
 /* A scale tensor holding no scales (a file written elsewhere with feather's metadata): a
