@@ -49,6 +49,20 @@ static const char *const ltx_detect[] = {B0 "(audio_)?patchify_proj\\.", B0 "[a-
 /* Cosmos-Predict2 and the models built on it (Anima): blocks modulated through adaLN-LoRA. */
 static const char *const cosmos_detect[] = {B0 "blocks\\.[0-9]+\\.adaln_modulation_self_attn\\.", B0 "x_embedder\\.proj\\.", NULL};
 
+/* PixArt-alpha/Sigma and Sana, which share their top-level names: in the original names the
+ * modulation producer t_block beside the cross-attention's q_linear; in diffusers names PixArt's
+ * adaln_single beside its patch embedding, Sana's time_embed beside its convolutional FFN. */
+static const char *const pixart_detect[] = {B0 "(t_block|adaln_single|time_embed)\\.",
+                                            B0 "(blocks\\.[0-9]+\\.cross_attn\\.q_linear|pos_embed\\.proj"
+                                               "|transformer_blocks\\.[0-9]+\\.ff\\.conv_inverted)\\.", NULL};
+/* Kandinsky 5 (the same names in its own code, diffusers and ComfyUI). */
+static const char *const kandinsky5_detect[] = {B0 "visual_transformer_blocks\\.[0-9]+\\.visual_modulation\\.",
+                                                B0 "pooled_text_embeddings\\.", NULL};
+/* Mochi 1 in its original names (per-block mod_x/mod_y) or in diffusers names (whose blocks
+ * would otherwise pass for SD3's: norm1_context.linear). */
+static const char *const mochi_detect[] = {B0 "(t5_yproj|time_embed\\.pooler)\\.",
+                                           B0 "(blocks\\.[0-9]+\\.mod_x|transformer_blocks\\.[0-9]+\\.attn1\\.add_q_proj)\\.", NULL};
+
 /* No signature: what every file matches. */
 static const char *const any_file[] = {NULL};
 
@@ -77,6 +91,11 @@ static const feather_preset presets[] = {
      B0 "(patch_embedding|text_embedding|time_embedding|time_projection|head|img_emb|modulation)" B1
      /* diffusers names: the embedders and the output projection */
      "|" B0 "condition_embedder" B1 "|^(model\\.diffusion_model\\.)?proj_out\\."},
+    {"mochi", "Mochi 1: keeps t_embedder, t5_y_embedder, t5_yproj, final_layer and the blocks' modulation (mod_x, mod_y)",
+     mochi_detect,
+     B0 "(t_embedder|t5_y_embedder|t5_yproj|final_layer|mod_x|mod_y)" B1
+     /* diffusers names: the embedders, the output norm/projection and the blocks' modulation */
+     "|" B0 "(time_embed|norm_out)" B1 "|^(transformer\\.)?proj_out\\." "|" B0 "(norm1|norm1_context)\\.linear(_1)?" B1},
     {"sd3", "SD3/SD3.5 MMDiT: keeps x_embedder, t_embedder, y_embedder, context_embedder, pos_embed, final_layer and adaLN_modulation",
      sd3_detect,
      B0 "(x_embedder|t_embedder|y_embedder|context_embedder|pos_embed|final_layer|adaLN_modulation)" B1
@@ -100,6 +119,19 @@ static const feather_preset presets[] = {
      B0 "(audio_)?(patchify_proj|caption_projection)" B1 "|" B0 "[a-z0-9_]*adaln_single" B1
      /* the output projection only, not a block's */
      "|^(model\\.diffusion_model\\.)?(audio_)?proj_out\\."},
+    {"pixart", "PixArt-alpha/Sigma, Sana: keeps t_block (every block's modulation), t_embedder, y_embedder, the size, aspect "
+               "and guidance embedders, x_embedder and final_layer",
+     pixart_detect,
+     B0 "(t_block|t_embedder|y_embedder|csize_embedder|ar_embedder|cfg_embedder|x_embedder|final_layer)" B1
+     /* diffusers names: adaln_single (PixArt) or time_embed (Sana), the caption projection, the
+      * patch embedding and the output projection */
+     "|" B0 "(adaln_single|time_embed|caption_projection|pos_embed|patch_embed)" B1 "|^(transformer\\.)?proj_out\\."},
+    {"kandinsky5", "Kandinsky 5: keeps the time, text, pooled-text and visual embeddings, the blocks' modulation and the output "
+                   "layer",
+     kandinsky5_detect,
+     B0 "(time_embeddings|text_embeddings|pooled_text_embeddings|visual_embeddings|text_modulation|visual_modulation)" B1
+     /* the output layer and its modulation, not a block's out_layer */
+     "|^(model\\.diffusion_model\\.|transformer\\.)?out_layer\\."},
     /* The output head, as fp8 language-model checkpoints keep it, and a mixture of experts' router
      * (mlp.gate or .router, not gate_proj), whose few rows pick every token's experts. */
     {"llm", "language models (Hugging Face names): keeps lm_head and the experts' routers (mlp.gate, mlp.router, "

@@ -187,6 +187,18 @@ TEST(select_detects_every_family) {
         {"hunyuan-video", "txt_in.individual_token_refiner.blocks.0.self_attn_qkv.weight", "single_blocks.0.linear2.weight", "vision_in.proj.1.weight", "double_blocks.0.txt_mlp.fc1.weight"},
         {"hunyuan-video", "double_blocks.0.img_attn_qkv.weight", "double_blocks.0.img_mod.linear.weight", "time_r_in.in_layer.weight", "single_blocks.0.linear2.weight"},
         {"z-image", "noise_refiner.0.attention.qkv.weight", "context_refiner.0.attention.qkv.weight", "cap_embedder.1.weight", "layers.0.feed_forward.w1.weight"},
+        /* PixArt-alpha/Sigma and Sana in their original names (t_block computes every block's
+         * modulation), PixArt and Sana in diffusers names */
+        {"pixart", "t_block.1.weight", "blocks.0.cross_attn.q_linear.weight", "y_embedder.y_proj.fc1.weight", "blocks.0.mlp.fc1.weight"},
+        {"pixart", "model.diffusion_model.t_block.1.weight", "model.diffusion_model.blocks.0.cross_attn.q_linear.weight", "model.diffusion_model.ar_embedder.mlp.0.weight", "model.diffusion_model.blocks.0.cross_attn.kv_linear.weight"},
+        {"pixart", "t_block.1.weight", "blocks.0.cross_attn.q_linear.weight", "cfg_embedder.mlp.2.weight", "blocks.0.attn.qkv.weight"},
+        {"pixart", "adaln_single.emb.timestep_embedder.linear_1.weight", "pos_embed.proj.weight", "adaln_single.linear.weight", "transformer_blocks.0.attn2.to_q.weight"},
+        {"pixart", "time_embed.linear.weight", "transformer_blocks.0.ff.conv_inverted.weight", "caption_projection.linear_1.weight", "transformer_blocks.0.attn1.to_k.weight"},
+        {"kandinsky5", "visual_transformer_blocks.0.visual_modulation.out_layer.weight", "pooled_text_embeddings.in_layer.weight", "out_layer.modulation.out_layer.weight", "visual_transformer_blocks.0.self_attention.out_layer.weight"},
+        {"kandinsky5", "visual_transformer_blocks.0.visual_modulation.out_layer.weight", "pooled_text_embeddings.in_layer.weight", "time_embeddings.in_layer.weight", "text_transformer_blocks.0.feed_forward.out_layer.weight"},
+        /* Mochi 1 in both names: in diffusers names its blocks would pass for SD3's */
+        {"mochi", "t5_yproj.weight", "blocks.0.mod_x.weight", "blocks.0.mod_y.weight", "blocks.0.attn.qkv_x.weight"},
+        {"mochi", "time_embed.pooler.to_kv.weight", "transformer_blocks.0.attn1.add_q_proj.weight", "transformer_blocks.47.norm1_context.linear_1.weight", "transformer_blocks.0.attn1.to_q.weight"},
     };
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
         const char *path = test_path("fam.safetensors");
