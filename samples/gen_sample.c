@@ -577,6 +577,115 @@ static void fam_anima(model *m) {
     linear(m, "net.llm_adapter", "out_proj", ctx, ctx, 1);
 }
 
+/* PixArt-Sigma and Sana in their original layout: one modulation producer (t_block) for every
+ * block, whose own modulation is a table; PixArt's feed-forward is linear, Sana's convolutional
+ * (a gated inverted bottleneck). */
+static void pixart_like(model *m, int sana) {
+    uint64_t h = m->h, mlp = m->mlp, ctx = m->ctx;
+    char p[256];
+    if (sana) conv(m, "x_embedder", "proj", SHAPE(h, 32, 1, 1));
+    else conv(m, "x_embedder", "proj", SHAPE(h, 4, 2, 2));
+    linear(m, "t_embedder", "mlp.0", h, 256, 1);
+    linear(m, "t_embedder", "mlp.2", h, h, 1);
+    linear(m, "t_block", "1", 6 * h, h, 1);
+    linear(m, "y_embedder.y_proj", "fc1", h, ctx, 1);
+    linear(m, "y_embedder.y_proj", "fc2", h, h, 1);
+    add(m, V_PARAM, "y_embedder", "y_embedding", SHAPE(300, ctx));
+    if (sana) norm(m, "attention_y_norm", "weight", h);
+    for (unsigned i = 0; i < m->blocks; i++) {
+        fmt(p, sizeof p, "blocks.%u", i);
+        add(m, V_PARAM, p, "scale_shift_table", SHAPE(6, h));
+        char q[300];
+        linear(m, fmt(q, sizeof q, "%s.attn", p), "qkv", 3 * h, h, !sana);
+        linear(m, q, "proj", h, h, 1);
+        linear(m, fmt(q, sizeof q, "%s.cross_attn", p), "q_linear", h, h, 1);
+        linear(m, q, "kv_linear", 2 * h, h, 1);
+        linear(m, q, "proj", h, h, 1);
+        if (sana) {
+            conv(m, p, "mlp.inverted_conv.conv", SHAPE(2 * mlp, h, 1, 1));
+            conv(m, p, "mlp.depth_conv.conv", SHAPE(2 * mlp, 1, 3, 3));
+            add(m, V_WEIGHT, p, "mlp.point_conv.conv.weight", SHAPE(h, mlp, 1, 1));
+        } else {
+            linear(m, p, "mlp.fc1", mlp, h, 1);
+            linear(m, p, "mlp.fc2", h, mlp, 1);
+        }
+    }
+    add(m, V_PARAM, "final_layer", "scale_shift_table", SHAPE(2, h));
+    linear(m, "final_layer", "linear", 32, h, 1);
+}
+
+static void fam_pixart(model *m) { pixart_like(m, 0); }
+static void fam_sana(model *m) { pixart_like(m, 1); }
+
+/* Kandinsky 5: a few text blocks, then visual blocks with cross-attention; every block's
+ * modulation is computed from the time embedding (width t = h/2 here). */
+static void fam_kandinsky5(model *m) {
+    uint64_t h = m->h, mlp = m->mlp, ctx = m->ctx, t = m->h / 2, hd = m->head_dim;
+    char p[256], q[300];
+    linear(m, "time_embeddings", "in_layer", t, h, 1);
+    linear(m, "time_embeddings", "out_layer", t, t, 1);
+    linear(m, "text_embeddings", "in_layer", h, ctx, 1);
+    layernorm(m, "text_embeddings", "norm", h);
+    linear(m, "pooled_text_embeddings", "in_layer", t, ctx, 1);
+    layernorm(m, "pooled_text_embeddings", "norm", t);
+    linear(m, "visual_embeddings", "in_layer", h, 64, 1);
+    static const char *const kind[2] = {"text", "visual"};
+    for (int k = 0; k < 2; k++)
+        for (unsigned i = 0; i < (k ? m->blocks : 1); i++) {
+            fmt(p, sizeof p, "%s_transformer_blocks.%u", kind[k], i);
+            linear(m, fmt(q, sizeof q, "%s.%s_modulation", p, kind[k]), "out_layer", (k ? 9 : 6) * h, t, 1);
+            static const char *const attn[2] = {"self_attention", "cross_attention"};
+            for (int a = 0; a < 1 + k; a++) {
+                fmt(q, sizeof q, "%s.%s", p, attn[a]);
+                linear(m, q, "to_query", h, h, 1);
+                linear(m, q, "to_key", h, h, 1);
+                linear(m, q, "to_value", h, h, 1);
+                norm(m, q, "query_norm.weight", hd);
+                norm(m, q, "key_norm.weight", hd);
+                linear(m, q, "out_layer", h, h, 1);
+            }
+            linear(m, p, "feed_forward.in_layer", mlp, h, 0);
+            linear(m, p, "feed_forward.out_layer", h, mlp, 0);
+        }
+    linear(m, "out_layer.modulation", "out_layer", 2 * h, t, 1);
+    linear(m, "out_layer", "out_layer", 64, h, 1);
+}
+
+/* Mochi 1 (original layout): an asymmetric joint transformer, the text stream half as wide
+ * (hy); each block modulates both streams from the time embedding (mod_x, mod_y), and the last
+ * block's text stream only feeds the attention (one modulation, no output projection or MLP). */
+static void fam_mochi(model *m) {
+    uint64_t h = m->h, hy = m->h / 2, mlp = m->mlp, ctx = m->ctx, hd = m->head_dim;
+    char p[256];
+    conv(m, "x_embedder", "proj", SHAPE(h, 12, 2, 2));
+    linear(m, "t_embedder", "mlp.0", h, 256, 1);
+    linear(m, "t_embedder", "mlp.2", h, h, 1);
+    linear(m, "t5_y_embedder", "to_kv", 2 * h, ctx, 1);
+    linear(m, "t5_y_embedder", "to_q", h, ctx, 1);
+    linear(m, "t5_y_embedder", "to_out", h, h, 1);
+    linear(m, "", "t5_yproj", hy, ctx, 1);
+    add(m, V_PARAM, "", "pos_frequencies", SHAPE(3, h / hd, hd / 2));
+    for (unsigned i = 0; i < m->blocks; i++) {
+        const int last = i + 1 == m->blocks;
+        fmt(p, sizeof p, "blocks.%u", i);
+        linear(m, p, "mod_x", 4 * h, h, 1);
+        linear(m, p, "mod_y", last ? hy : 4 * hy, h, 1);
+        linear(m, p, "attn.qkv_x", 3 * h, h, 0);
+        linear(m, p, "attn.qkv_y", 3 * h, hy, 0);
+        norm(m, p, "attn.q_norm_x.weight", hd);
+        norm(m, p, "attn.k_norm_x.weight", hd);
+        linear(m, p, "attn.proj_x", h, h, 1);
+        linear(m, p, "mlp_x.w1", 2 * mlp, h, 0);
+        linear(m, p, "mlp_x.w2", h, mlp, 0);
+        if (last) continue;
+        linear(m, p, "attn.proj_y", hy, h, 1);
+        linear(m, p, "mlp_y.w1", 2 * (mlp / 2), hy, 0);
+        linear(m, p, "mlp_y.w2", hy, mlp / 2, 0);
+    }
+    linear(m, "final_layer", "mod", 2 * h, h, 1);
+    linear(m, "final_layer", "linear", 48, h, 1);
+}
+
 /* A Llama-style decoder-only language model (Hugging Face transformers names), with grouped
  * key/value heads (kv width h/4) and a vocabulary of 8h. */
 static void fam_llm(model *m) {
@@ -636,6 +745,10 @@ static const family families[] = {
     {"hunyuan-video", "HunyuanVideo transformer: token refiner, double_blocks, single_blocks", fam_hunyuan},
     {"z-image", "Z-Image transformer: noise/context refiners and layers", fam_zimage},
     {"anima", "Anima: Cosmos-Predict2 transformer (net.blocks) and its text adapter (llm_adapter)", fam_anima},
+    {"pixart", "PixArt-Sigma transformer: blocks modulated by one t_block, cross-attention to T5", fam_pixart},
+    {"sana", "Sana transformer: PixArt's names, linear attention, convolutional feed-forward", fam_sana},
+    {"kandinsky5", "Kandinsky 5 transformer: text and visual blocks, modulation from the time embedding", fam_kandinsky5},
+    {"mochi", "Mochi 1 video transformer: asymmetric joint blocks (mod_x, mod_y)", fam_mochi},
     {"llm", "Llama-style language model (model.layers.*, lm_head)", fam_llm},
     {"plain", "no known family: a generic encoder (encoder.layers.*)", fam_plain},
 };
