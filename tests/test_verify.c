@@ -87,6 +87,14 @@ static void flip_byte(const char *path, long off, uint8_t mask) {
     fclose(f);
 }
 
+/* Writes v over the four bytes at off. */
+static void put_f32(const char *path, long off, float v) {
+    FILE *f = fopen(path, "r+b");
+    fseek(f, off, SEEK_SET);
+    fwrite(&v, 4, 1, f);
+    fclose(f);
+}
+
 TEST(verify_intact_file_passes_with_sane_figures) {
     const char *orig = test_path("o.safetensors"), *conv = test_path("c.safetensors");
     REQUIRE(make_pair(orig, conv, FEATHER_SCALE_BLOCK, 32) == 0);
@@ -162,12 +170,7 @@ TEST(verify_reports_swapped_tensors_wrong_scale_and_wrong_reference) {
 
     /* A wrong (zero) scale. */
     REQUIRE(make_pair(orig, conv, FEATHER_SCALE_TENSOR, 0) == 0);
-    long s = data_offset(conv, "l0.attn.qkv.weight_scale");
-    f = fopen(conv, "r+b");
-    fseek(f, s, SEEK_SET);
-    const float zero = 0.0f;
-    fwrite(&zero, 4, 1, f);
-    fclose(f);
+    put_f32(conv, data_offset(conv, "l0.attn.qkv.weight_scale"), 0.0f);
     r = NULL;
     CHECK(verify(conv, orig, &r) == FEATHER_E_MISMATCH);
     REQUIRE(r);
@@ -234,11 +237,7 @@ TEST(verify_against_an_fp8_reference) {
     REQUIRE(qo > 0);
     const float bad[2] = {0.0f, NAN};
     for (int i = 0; i < 2; i++) {
-        FILE *f = fopen(fp8, "r+b");
-        REQUIRE(f);
-        fseek(f, qo, SEEK_SET);
-        fwrite(&bad[i], 4, 1, f);
-        fclose(f);
+        put_f32(fp8, qo, bad[i]);
         r = NULL;
         CHECK(verify(conv, fp8, &r) == FEATHER_E_MISMATCH);
         REQUIRE(r);
