@@ -686,6 +686,40 @@ static void fam_mochi(model *m) {
     linear(m, "final_layer", "linear", 48, h, 1);
 }
 
+/* AuraFlow (original layout): joint blocks (double_layers) then single ones, SwiGLU feed-forward
+ * in multiples of 256, no biases in the blocks; every modulation comes from the time embedding
+ * (modC, modX, modCX, modF). */
+static void fam_auraflow(model *m) {
+    uint64_t h = m->h, ctx = m->ctx, ff = (2 * m->mlp / 3 + 255) / 256 * 256;
+    char p[256];
+    linear(m, "t_embedder", "mlp.0", h, 256, 1);
+    linear(m, "t_embedder", "mlp.2", h, h, 1);
+    linear(m, "", "cond_seq_linear", h, ctx, 0);
+    linear(m, "", "init_x_linear", h, 16, 1);
+    add(m, V_PARAM, "", "positional_encoding", SHAPE(1, 256, h));
+    add(m, V_PARAM, "", "register_tokens", SHAPE(1, 8, h));
+    static const char *const ws[2] = {"w1", "w2"};
+    for (unsigned i = 0; i < 2 * m->blocks; i++) {
+        const int dbl = i < m->blocks;
+        fmt(p, sizeof p, "%s_layers.%u", dbl ? "double" : "single", dbl ? i : i - m->blocks);
+        char q[300];
+        for (int s = 0; s < 1 + dbl; s++) {
+            static const char *const wx[4] = {"q", "k", "v", "o"};
+            for (int j = 0; j < 4; j++) linear(m, p, fmt(q, sizeof q, "attn.%s%s", ws[s], wx[j]), h, h, 0);
+        }
+        static const char *const mlps[2][2] = {{"mlp", NULL}, {"mlpC", "mlpX"}};
+        static const char *const mods[2][2] = {{"modCX", NULL}, {"modC", "modX"}};
+        for (int s = 0; s < 1 + dbl; s++) {
+            linear(m, p, fmt(q, sizeof q, "%s.c_fc1", mlps[dbl][s]), ff, h, 0);
+            linear(m, p, fmt(q, sizeof q, "%s.c_fc2", mlps[dbl][s]), ff, h, 0);
+            linear(m, p, fmt(q, sizeof q, "%s.c_proj", mlps[dbl][s]), h, ff, 0);
+            linear(m, p, fmt(q, sizeof q, "%s.1", mods[dbl][s]), 6 * h, h, 0);
+        }
+    }
+    linear(m, "", "final_linear", 16, h, 0);
+    linear(m, "modF", "1", 2 * h, h, 0);
+}
+
 /* A Llama-style decoder-only language model (Hugging Face transformers names), with grouped
  * key/value heads (kv width h/4) and a vocabulary of 8h. */
 static void fam_llm(model *m) {
@@ -749,6 +783,7 @@ static const family families[] = {
     {"sana", "Sana transformer: PixArt's names, linear attention, convolutional feed-forward", fam_sana},
     {"kandinsky5", "Kandinsky 5 transformer: text and visual blocks, modulation from the time embedding", fam_kandinsky5},
     {"mochi", "Mochi 1 video transformer: asymmetric joint blocks (mod_x, mod_y)", fam_mochi},
+    {"auraflow", "AuraFlow transformer (Pony V7): double_layers and single_layers, modulation from the time embedding", fam_auraflow},
     {"llm", "Llama-style language model (model.layers.*, lm_head)", fam_llm},
     {"plain", "no known family: a generic encoder (encoder.layers.*)", fam_plain},
 };

@@ -63,6 +63,11 @@ static const char *const kandinsky5_detect[] = {B0 "visual_transformer_blocks\\.
 static const char *const mochi_detect[] = {B0 "(t5_yproj|time_embed\\.pooler)\\.",
                                            B0 "(blocks\\.[0-9]+\\.mod_x|transformer_blocks\\.[0-9]+\\.attn1\\.add_q_proj)\\.", NULL};
 
+/* AuraFlow (and Pony V7, built on it) in its original names (double_layers, single_layers) or in
+ * diffusers names (joint_transformer_blocks, which Flux's and SD3's signatures do not take). */
+static const char *const auraflow_detect[] = {B0 "(double_layers\\.[0-9]+\\.modX|joint_transformer_blocks\\.[0-9]+\\.norm1_context)\\.",
+                                              B0 "(cond_seq_linear|time_step_proj)\\.", NULL};
+
 /* No signature: what every file matches. */
 static const char *const any_file[] = {NULL};
 
@@ -119,6 +124,13 @@ static const feather_preset presets[] = {
      B0 "(audio_)?(patchify_proj|caption_projection)" B1 "|" B0 "[a-z0-9_]*adaln_single" B1
      /* the output projection only, not a block's */
      "|^(model\\.diffusion_model\\.)?(audio_)?proj_out\\."},
+    {"auraflow", "AuraFlow, Pony V7: keeps t_embedder, cond_seq_linear, init_x_linear, final_linear and the modulation layers "
+                 "(modC, modX, modCX, modF)",
+     auraflow_detect,
+     B0 "(t_embedder|cond_seq_linear|init_x_linear|final_linear|modC|modX|modCX|modF)" B1
+     /* diffusers names: the embedders, the output norm/projection and the blocks' adaLN linears */
+     "|" B0 "(pos_embed|time_step_proj|context_embedder|norm_out)" B1 "|^(transformer\\.)?proj_out\\."
+     "|" B0 "(norm1|norm1_context)\\.linear" B1},
     {"pixart", "PixArt-alpha/Sigma, Sana: keeps t_block (every block's modulation), t_embedder, y_embedder, the size, aspect "
                "and guidance embedders, x_embedder and final_layer",
      pixart_detect,

@@ -196,6 +196,10 @@ TEST(select_detects_every_family) {
         {"pixart", "time_embed.linear.weight", "transformer_blocks.0.ff.conv_inverted.weight", "caption_projection.linear_1.weight", "transformer_blocks.0.attn1.to_k.weight"},
         {"kandinsky5", "visual_transformer_blocks.0.visual_modulation.out_layer.weight", "pooled_text_embeddings.in_layer.weight", "out_layer.modulation.out_layer.weight", "visual_transformer_blocks.0.self_attention.out_layer.weight"},
         {"kandinsky5", "visual_transformer_blocks.0.visual_modulation.out_layer.weight", "pooled_text_embeddings.in_layer.weight", "time_embeddings.in_layer.weight", "text_transformer_blocks.0.feed_forward.out_layer.weight"},
+        /* AuraFlow in both names: its modulation layers are modC/modX/modCX/modF, or adaLN linears */
+        {"auraflow", "double_layers.0.modX.1.weight", "cond_seq_linear.weight", "single_layers.0.modCX.1.weight", "single_layers.0.attn.w1q.weight"},
+        {"auraflow", "double_layers.0.modX.1.weight", "cond_seq_linear.weight", "modF.1.weight", "double_layers.0.mlpC.c_fc1.weight"},
+        {"auraflow", "joint_transformer_blocks.0.norm1_context.linear.weight", "time_step_proj.linear_1.weight", "single_transformer_blocks.0.norm1.linear.weight", "single_transformer_blocks.0.ff.linear_1.weight"},
         /* Mochi 1 in both names: in diffusers names its blocks would pass for SD3's */
         {"mochi", "t5_yproj.weight", "blocks.0.mod_x.weight", "blocks.0.mod_y.weight", "blocks.0.attn.qkv_x.weight"},
         {"mochi", "time_embed.pooler.to_kv.weight", "transformer_blocks.0.attn1.add_q_proj.weight", "transformer_blocks.47.norm1_context.linear_1.weight", "transformer_blocks.0.attn1.to_q.weight"},
@@ -315,7 +319,7 @@ TEST(select_diffusion_family_wins_over_its_text_encoder) {
     feather_close(r);
 }
 
-/* The samples of FLUX.2, Anima, PixArt, Sana, Kandinsky 5 and Mochi, with their real names and
+/* The samples of FLUX.2, Anima, PixArt, Sana, Kandinsky 5, Mochi and AuraFlow, with their real names and
  * shapes: every linear weight of the transformer blocks' attention and feed-forward is
  * converted, every other one (embedders, shared or per-block modulation, output layer, Anima's
  * text adapter) is kept by the preset. */
@@ -327,6 +331,7 @@ TEST(select_family_samples_keep_all_but_the_blocks) {
         {"sana", "pixart", "^blocks\\.[0-9]+\\.(attn|cross_attn)\\."},
         {"kandinsky5", "kandinsky5", "^(text|visual)_transformer_blocks\\.[0-9]+\\.(self_attention|cross_attention|feed_forward)\\."},
         {"mochi", "mochi", "^blocks\\.[0-9]+\\.(attn|mlp_x|mlp_y)\\."},
+        {"auraflow", "auraflow", "^(double|single)_layers\\.[0-9]+\\.(attn|mlp|mlpC|mlpX)\\."},
     };
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
         const char *path = test_path("sample.safetensors");
