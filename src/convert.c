@@ -52,13 +52,6 @@ static void stem_of(const char *path, char *stem, size_t len, int *index) {
         }
 }
 
-static void dir_of(const char *path, char *dir, size_t len) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, len, ".");
-    else if (slash == path) snprintf(dir, len, "/");
-    else snprintf(dir, len, "%.*s", (int)(slash - path), path);
-}
-
 feather_status feather_default_output(const char *input, const char *dir, feather_fp8 fmt, int zstd,
                                       char *buf, size_t len, feather_error *err) {
     char stem[1024], in_dir[4096];
@@ -76,7 +69,7 @@ feather_status feather_default_output(const char *input, const char *dir, feathe
         return FEATHER_OK;
     }
     stem_of(in, stem, sizeof stem, &index);
-    dir_of(in, in_dir, sizeof in_dir);
+    if (feather_dir_of(in, in_dir, sizeof in_dir)) return feather_fail(err, FEATHER_E_ARG, "%s: output path too long", input);
     const char *d = dir ? dir : strchr(in, '/') ? in_dir : NULL; /* "model" stays "model-…" */
     int n = snprintf(buf, len, "%s%s%s-%s.safetensors%s", d ? d : "", d ? "/" : "", stem, tag,
                      index ? ".index.json" : zstd ? ".zst" : "");
@@ -684,10 +677,9 @@ static feather_status shard_output(conv *c, const char *output, unsigned shard, 
     }
     char dir[4096], stem[1024];
     int index;
-    dir_of(output, dir, sizeof dir);
     stem_of(feather_shard_path(c->r, shard), stem, sizeof stem, &index);
     const char *tag = c->o->quant.format == FEATHER_FP8_E5M2 ? "fp8e5m2" : "fp8e4m3fn";
-    int n = snprintf(buf, len, "%s/%s-%s.safetensors", dir, stem, tag);
+    int n = feather_dir_of(output, dir, sizeof dir) ? -1 : snprintf(buf, len, "%s/%s-%s.safetensors", dir, stem, tag);
     if (n < 0 || (size_t)n >= len) return feather_fail(c->err, FEATHER_E_ARG, "%s: output path too long", output);
     return FEATHER_OK;
 }

@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -65,6 +66,15 @@ const feather_tensor *feather_fp8_scale_of(feather_reader *r, const char *wname)
  * sd is NULL (a weight without a scale tensor). Returns the index of the first scale that is not
  * finite and > 0, which no fp8 weight can be dequantised with, or count when there is none. */
 uint64_t feather_scales_load(feather_dtype dt, const void *sd, uint64_t count, float *out);
+
+/* The directory part of path into dir: "." for a bare name, "/" for a name in the root. -1
+ * when it does not fit. */
+static inline int feather_dir_of(const char *path, char *dir, size_t len) {
+    const char *slash = strrchr(path, '/');
+    const int n = !slash ? snprintf(dir, len, ".") : slash == path ? snprintf(dir, len, "/")
+                                                                   : snprintf(dir, len, "%.*s", (int)(slash - path), path);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
 
 static inline int feather_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);

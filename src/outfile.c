@@ -139,15 +139,13 @@ feather_status feather_outfile_open(feather_outfile *f, const char *path, int ov
     const char *base = slash ? slash + 1 : path;
     if (!strcmp(base, ".") || !strcmp(base, ".."))
         return feather_fail(err, FEATHER_E_ARG, "%s: output path names a directory", path);
-    char *dir;
-    if (!slash) dir = strdup(".");
-    else if (slash == path) dir = strdup("/");
-    else dir = strndup(path, (size_t)(slash - path));
+    char dir[4096];
+    if (feather_dir_of(path, dir, sizeof dir)) return feather_fail(err, FEATHER_E_ARG, "%s: output path too long", path);
     f->path = strdup(path);
     f->base = strdup(base);
     f->overwrite = overwrite;
     feather_status st = FEATHER_OK;
-    if (!dir || !f->path || !f->base) {
+    if (!f->path || !f->base) {
         st = feather_fail(err, FEATHER_E_NOMEM, "%s: out of memory", path);
         goto fail;
     }
@@ -198,10 +196,8 @@ feather_status feather_outfile_open(feather_outfile *f, const char *path, int ov
     }
     f->bufcap = feather_outfile_knobs.buffer_size ? feather_outfile_knobs.buffer_size
                                                   : DEFAULT_BUFFER;
-    free(dir);
     return FEATHER_OK;
 fail:
-    free(dir);
     feather_outfile_discard(f);
     return st;
 }
