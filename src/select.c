@@ -112,9 +112,13 @@ static const feather_preset presets[] = {
     {"cosmos", "Cosmos-Predict2, Anima: keeps x_embedder, t_embedder, final_layer, llm_adapter and the adaLN modulation layers",
      cosmos_detect,
      B0 "(x_embedder|t_embedder|final_layer|llm_adapter)" B1 "|" B0 "adaln_modulation(_self_attn|_cross_attn|_mlp)?" B1},
-    {"z-image", "Z-Image, Lumina 2: keeps x_embedder, t_embedder, cap_embedder, final_layer and adaLN_modulation",
+    {"z-image", "Z-Image, Lumina 2, OmniGen2: keeps x_embedder, t_embedder, cap_embedder, final_layer and adaLN_modulation; "
+                "in diffusers names time_caption_embed, ref_image_patch_embedder, norm_out and the blocks' norm1 linears",
      zimage_detect,
-     B0 "(x_embedder|t_embedder|cap_embedder|final_layer|adaLN_modulation)" B1},
+     B0 "(x_embedder|t_embedder|cap_embedder|final_layer|adaLN_modulation)" B1
+     /* diffusers names (Lumina 2, and OmniGen2 in its own code): the time and caption embedder,
+      * the reference-image embedder, the output norm and the modulated blocks' norm1.linear */
+     "|" B0 "(time_caption_embed|ref_image_patch_embedder|norm_out)" B1 "|" B0 "norm1\\.linear" B1},
     {"hidream", "HiDream-I1/E1: keeps t_embedder, p_embedder, x_embedder, caption_projection, final_layer and adaLN_modulation",
      hidream_detect,
      B0 "(t_embedder|p_embedder|x_embedder|caption_projection|final_layer|adaLN_modulation)" B1},

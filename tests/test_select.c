@@ -196,6 +196,12 @@ TEST(select_detects_every_family) {
         {"pixart", "time_embed.linear.weight", "transformer_blocks.0.ff.conv_inverted.weight", "caption_projection.linear_1.weight", "transformer_blocks.0.attn1.to_k.weight"},
         {"kandinsky5", "visual_transformer_blocks.0.visual_modulation.out_layer.weight", "pooled_text_embeddings.in_layer.weight", "out_layer.modulation.out_layer.weight", "visual_transformer_blocks.0.self_attention.out_layer.weight"},
         {"kandinsky5", "visual_transformer_blocks.0.visual_modulation.out_layer.weight", "pooled_text_embeddings.in_layer.weight", "time_embeddings.in_layer.weight", "text_transformer_blocks.0.feed_forward.out_layer.weight"},
+        /* Lumina 2 in diffusers names, and OmniGen2 (the same names): the time and caption
+         * embedder and the modulated blocks' norm1 linears kept */
+        {"z-image", "noise_refiner.0.attn.to_q.weight", "context_refiner.0.attn.to_k.weight", "time_caption_embed.timestep_embedder.linear_1.weight", "layers.0.attn.to_q.weight"},
+        {"z-image", "noise_refiner.0.attn.to_q.weight", "context_refiner.0.attn.to_k.weight", "noise_refiner.1.norm1.linear.weight", "context_refiner.0.feed_forward.linear_1.weight"},
+        {"z-image", "noise_refiner.0.norm1.linear.weight", "context_refiner.0.attn.to_out.0.weight", "ref_image_patch_embedder.weight", "ref_image_refiner.0.attn.to_v.weight"},
+        {"z-image", "noise_refiner.0.norm1.linear.weight", "context_refiner.0.attn.to_out.0.weight", "norm_out.linear_1.weight", "layers.3.feed_forward.linear_3.weight"},
         /* AuraFlow in both names: its modulation layers are modC/modX/modCX/modF, or adaLN linears */
         {"auraflow", "double_layers.0.modX.1.weight", "cond_seq_linear.weight", "single_layers.0.modCX.1.weight", "single_layers.0.attn.w1q.weight"},
         {"auraflow", "double_layers.0.modX.1.weight", "cond_seq_linear.weight", "modF.1.weight", "double_layers.0.mlpC.c_fc1.weight"},
