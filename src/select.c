@@ -33,8 +33,9 @@ static const char *const wan_detect[] = {B0 "blocks\\.[0-9]+\\.(self_attn\\.q|at
 /* SD3 in its original names, or in diffusers names (Flux's blocks without single blocks, which
  * Flux's signature needs and comes first). */
 static const char *const sd3_detect[] = {B0 "(joint_blocks\\.[0-9]+\\.x_block\\.|transformer_blocks\\.[0-9]+\\.norm1_context\\.linear\\.)", NULL};
-/* The LDM UNets: SDXL, and SD 1.x/2.x without its class embedding (label_emb). */
-static const char *const sdxl_detect[] = {B0 "input_blocks\\.[0-9]+\\.", B0 "middle_block\\.", NULL};
+/* The LDM UNets: SDXL, and SD 1.x/2.x without its class embedding (label_emb), in their original
+ * names or in diffusers names (down_blocks, mid_block). */
+static const char *const sdxl_detect[] = {B0 "(input_blocks|down_blocks)\\.[0-9]+\\.", B0 "(middle_block|mid_block)\\.", NULL};
 /* HunyuanVideo 1.0 (fused qkv), 1.5 (q, k and v apart) and HunyuanImage 2.1: their text
  * refiner, or their double blocks' attention names. */
 static const char *const hunyuan_detect[] = {
@@ -106,9 +107,10 @@ static const feather_preset presets[] = {
      B0 "(x_embedder|t_embedder|y_embedder|context_embedder|pos_embed|final_layer|adaLN_modulation)" B1
      /* diffusers names: the embedders, the output norm/projection and the adaLN linears */
      "|" B0 "(time_text_embed|norm_out)" B1 "|^(transformer\\.)?proj_out\\." "|" B0 "(norm1|norm1_context)\\.linear\\."},
-    {"sdxl", "SDXL, SD 1.x/2.x UNet: keeps time_embed, label_emb, the time-embedding projections of residual blocks (emb_layers) and the output head",
+    {"sdxl", "SDXL, SD 1.x/2.x UNet: keeps time_embed, label_emb, the time-embedding projections of residual blocks (emb_layers) "
+             "and the output head; in diffusers names time_embedding, add_embedding and time_emb_proj",
      sdxl_detect,
-     B0 "(time_embed|label_emb|emb_layers)" B1 "|^(model\\.diffusion_model\\.)?out\\."},
+     B0 "(time_embed|label_emb|emb_layers|time_embedding|add_embedding|time_emb_proj)" B1 "|^(model\\.diffusion_model\\.)?out\\."},
     {"cosmos", "Cosmos-Predict2, Anima: keeps x_embedder, t_embedder, final_layer, llm_adapter and the adaLN modulation layers",
      cosmos_detect,
      B0 "(x_embedder|t_embedder|final_layer|llm_adapter)" B1 "|" B0 "adaln_modulation(_self_attn|_cross_attn|_mlp)?" B1},

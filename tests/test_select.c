@@ -162,6 +162,10 @@ TEST(select_detects_every_family) {
         {"sdxl", "input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight", "middle_block.1.transformer_blocks.0.ff.net.2.weight", "input_blocks.1.0.emb_layers.1.weight", "output_blocks.3.1.proj_out.weight"},
         {"sdxl", "model.diffusion_model.input_blocks.1.1.proj_in.weight", "model.diffusion_model.middle_block.1.proj_in.weight", "model.diffusion_model.label_emb.0.0.weight", "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn1.to_q.weight"},
         {"hunyuan-video", "double_blocks.0.img_attn_qkv.weight", "single_blocks.0.linear1.weight", "vector_in.in_layer.weight", "double_blocks.0.img_mlp.fc1.weight"},
+        /* SDXL and SD 1.x UNets in diffusers names (a pipeline's unet folder) */
+        {"sdxl", "down_blocks.1.attentions.0.transformer_blocks.0.attn1.to_q.weight", "mid_block.attentions.0.proj_in.weight", "down_blocks.0.resnets.1.time_emb_proj.weight", "up_blocks.1.attentions.2.transformer_blocks.0.ff.net.2.weight"},
+        {"sdxl", "down_blocks.1.attentions.0.transformer_blocks.0.attn2.to_k.weight", "mid_block.resnets.0.time_emb_proj.weight", "add_embedding.linear_1.weight", "mid_block.attentions.0.transformer_blocks.0.attn1.to_out.0.weight"},
+        {"sdxl", "down_blocks.1.attentions.0.transformer_blocks.0.attn2.to_k.weight", "mid_block.resnets.0.time_emb_proj.weight", "time_embedding.linear_2.weight", "up_blocks.2.attentions.0.proj_out.weight"},
         /* FLUX.2 and Chroma: the flux preset, their own modulation layers kept; in diffusers
          * names detected by those layers alone */
         {"flux", "double_blocks.0.img_attn.qkv.weight", "single_blocks.0.linear1.weight", "double_stream_modulation_txt.lin.weight", "single_blocks.0.linear2.weight"},
