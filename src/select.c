@@ -37,18 +37,25 @@ static const char *const sd3_detect[] = {B0 "(joint_blocks\\.[0-9]+\\.x_block\\.
  * names or in diffusers names (down_blocks, mid_block). */
 static const char *const sdxl_detect[] = {B0 "(input_blocks|down_blocks)\\.[0-9]+\\.", B0 "(middle_block|mid_block)\\.", NULL};
 /* HunyuanVideo 1.0 (fused qkv), 1.5 (q, k and v apart) and HunyuanImage 2.1: their text
- * refiner, or their double blocks' attention names. */
+ * refiner (in diffusers names too: otherwise 1.0 and 2.1 would pass for Flux, 1.5 for SD3), or
+ * their double blocks' attention names. */
 static const char *const hunyuan_detect[] = {
-    B0 "(double_blocks\\.[0-9]+\\.img_attn_(qkv|q)\\.|txt_in\\.individual_token_refiner\\.)", NULL};
+    B0 "(double_blocks\\.[0-9]+\\.img_attn_(qkv|q)\\.|txt_in\\.individual_token_refiner\\.|context_embedder\\.token_refiner\\.)",
+    NULL};
 static const char *const zimage_detect[] = {B0 "noise_refiner\\.", B0 "context_refiner\\.", NULL};
 static const char *const hidream_detect[] = {B0 "double_stream_blocks\\.[0-9]+\\.block\\.", B0 "single_stream_blocks\\.[0-9]+\\.block\\.", NULL};
 /* Language models in Hugging Face names (Llama, Qwen, Mistral, Gemma, Phi-3, Mixtral, …). */
 static const char *const llm_detect[] = {B0 "layers\\.[0-9]+\\.self_attn\\.(q_proj|qkv_proj|o_proj)\\.",
                                          B0 "layers\\.[0-9]+\\.(mlp|block_sparse_moe|feed_forward)\\.", NULL};
-/* LTX-Video and LTX-2 (original names; LTX-2 adds an audio stream beside the video one). */
-static const char *const ltx_detect[] = {B0 "(audio_)?patchify_proj\\.", B0 "[a-z0-9_]*adaln_single\\.", NULL};
-/* Cosmos-Predict2 and the models built on it (Anima): blocks modulated through adaLN-LoRA. */
-static const char *const cosmos_detect[] = {B0 "blocks\\.[0-9]+\\.adaln_modulation_self_attn\\.", B0 "x_embedder\\.proj\\.", NULL};
+/* LTX-Video and LTX-2 (LTX-2 adds an audio stream beside the video one), in their original names
+ * or in diffusers names (proj_in, time_embed). */
+static const char *const ltx_detect[] = {B0 "(audio_)?patchify_proj\\.|^(transformer\\.)?(audio_)?proj_in\\.",
+                                         B0 "([a-z0-9_]*adaln_single|time_embed\\.emb\\.timestep_embedder)\\.", NULL};
+/* Cosmos-Predict2 and the models built on it (Anima): blocks modulated through adaLN-LoRA, in
+ * their original names or in diffusers names (norm1.linear_1, time_embed.t_embedder). */
+static const char *const cosmos_detect[] = {
+    B0 "(blocks\\.[0-9]+\\.adaln_modulation_self_attn|transformer_blocks\\.[0-9]+\\.norm1\\.linear_1)\\.",
+    B0 "(x_embedder\\.proj|time_embed\\.t_embedder)\\.", NULL};
 
 /* PixArt-alpha/Sigma and Sana, which share their top-level names: in the original names the
  * modulation producer t_block beside the cross-attention's q_linear; in diffusers names PixArt's
@@ -77,10 +84,14 @@ static const char *const any_file[] = {NULL};
  * file may carry its text encoder), and last the one every file matches. */
 static const feather_preset presets[] = {
     {"hunyuan-video", "HunyuanVideo 1.0/1.5, HunyuanImage 2.1: keeps img_in, txt_in, time_in, time_r_in, vector_in, "
-                      "guidance_in, byt5_in, vision_in, final_layer and modulation layers",
+                      "guidance_in, byt5_in, vision_in, final_layer and modulation layers (and their diffusers names)",
      hunyuan_detect,
      B0 "(img_in|txt_in|time_in|time_r_in|vector_in|guidance_in|byt5_in|vision_in|final_layer)" B1 "|" B0
-        "(img_mod|txt_mod|modulation|adaLN_modulation)" B1},
+        "(img_mod|txt_mod|modulation|adaLN_modulation)" B1
+     /* diffusers names: the embedders (context_embedder holds the text refiner, context_embedder_2
+      * the ByT5 projection), the output norm/projection and the blocks' adaLN linears */
+     "|" B0 "(x_embedder|image_embedder|context_embedder|context_embedder_2|time_embed|time_text_embed|time_guidance_embed|"
+        "norm_out)" B1 "|^(transformer\\.)?proj_out\\." "|" B0 "(norm1|norm1_context|norm)\\.linear" B1},
     {"flux", "Flux.1, FLUX.2, Chroma: keeps img_in, time_in, vector_in, guidance_in, txt_in, final_layer and every modulation "
              "layer (FLUX.2's shared ones and Chroma's distilled_guidance_layer included)",
      flux_detect,
@@ -113,13 +124,19 @@ static const feather_preset presets[] = {
      B0 "(time_embed|label_emb|emb_layers|time_embedding|add_embedding|time_emb_proj)" B1 "|^(model\\.diffusion_model\\.)?out\\."},
     {"cosmos", "Cosmos-Predict2, Anima: keeps x_embedder, t_embedder, final_layer, llm_adapter and the adaLN modulation layers",
      cosmos_detect,
-     B0 "(x_embedder|t_embedder|final_layer|llm_adapter)" B1 "|" B0 "adaln_modulation(_self_attn|_cross_attn|_mlp)?" B1},
+     B0 "(x_embedder|t_embedder|final_layer|llm_adapter)" B1 "|" B0 "adaln_modulation(_self_attn|_cross_attn|_mlp)?" B1
+     /* diffusers names: the embedders, the text and image-context projections, the output
+      * norm/projection and the blocks' adaLN-LoRA linears */
+     "|" B0 "(patch_embed|time_embed|crossattn_proj|img_context_proj|norm_out)" B1 "|^(transformer\\.)?proj_out\\."
+     "|" B0 "norm[123]\\.linear_[12]" B1},
     {"z-image", "Z-Image, Lumina 2, OmniGen2: keeps x_embedder, t_embedder, cap_embedder, final_layer and adaLN_modulation; "
                 "in diffusers names time_caption_embed, ref_image_patch_embedder, norm_out and the blocks' norm1 linears",
      zimage_detect,
      B0 "(x_embedder|t_embedder|cap_embedder|final_layer|adaLN_modulation)" B1
-     /* diffusers names (Lumina 2, and OmniGen2 in its own code): the time and caption embedder,
-      * the reference-image embedder, the output norm and the modulated blocks' norm1.linear */
+     /* diffusers names: Z-Image's per-patch-size embedder and output layer and its SigLIP
+      * embedder; Lumina 2's (and OmniGen2's, in its own code) time and caption embedder,
+      * reference-image embedder, output norm and modulated blocks' norm1.linear */
+     "|" B0 "(all_x_embedder|all_final_layer|siglip_embedder)" B1
      "|" B0 "(time_caption_embed|ref_image_patch_embedder|norm_out)" B1 "|" B0 "norm1\\.linear" B1},
     {"hidream", "HiDream-I1/E1: keeps t_embedder, p_embedder, x_embedder, caption_projection, final_layer and adaLN_modulation",
      hidream_detect,
@@ -128,8 +145,11 @@ static const feather_preset presets[] = {
             "audio-video cross-attention)",
      ltx_detect,
      B0 "(audio_)?(patchify_proj|caption_projection)" B1 "|" B0 "[a-z0-9_]*adaln_single" B1
-     /* the output projection only, not a block's */
-     "|^(model\\.diffusion_model\\.)?(audio_)?proj_out\\."},
+     /* the input and output projections only, not a block's */
+     "|^(model\\.diffusion_model\\.)?(audio_)?proj_out\\." "|^(transformer\\.)?(audio_)?proj_in\\."
+     /* diffusers names: the time embedders with their adaLN linears, and LTX-2's prompt and
+      * audio-video cross-attention modulation */
+     "|" B0 "(audio_)?(time_embed|prompt_adaln)" B1 "|" B0 "av_cross_attn_[a-z0-9_]+" B1},
     {"auraflow", "AuraFlow, Pony V7: keeps t_embedder, cond_seq_linear, init_x_linear, final_linear and the modulation layers "
                  "(modC, modX, modCX, modF)",
      auraflow_detect,

@@ -162,6 +162,24 @@ TEST(select_detects_every_family) {
         {"sdxl", "input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight", "middle_block.1.transformer_blocks.0.ff.net.2.weight", "input_blocks.1.0.emb_layers.1.weight", "output_blocks.3.1.proj_out.weight"},
         {"sdxl", "model.diffusion_model.input_blocks.1.1.proj_in.weight", "model.diffusion_model.middle_block.1.proj_in.weight", "model.diffusion_model.label_emb.0.0.weight", "model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn1.to_q.weight"},
         {"hunyuan-video", "double_blocks.0.img_attn_qkv.weight", "single_blocks.0.linear1.weight", "vector_in.in_layer.weight", "double_blocks.0.img_mlp.fc1.weight"},
+        /* HunyuanVideo 1.0, 1.5 and HunyuanImage 2.1 in diffusers names: told by the text refiner
+         * inside context_embedder, not passed for Flux or SD3 */
+        {"hunyuan-video", "single_transformer_blocks.0.attn.to_q.weight", "context_embedder.token_refiner.refiner_blocks.0.attn.to_q.weight", "time_text_embed.guidance_embedder.linear_1.weight", "transformer_blocks.0.attn.add_q_proj.weight"},
+        {"hunyuan-video", "transformer_blocks.0.norm1_context.linear.weight", "context_embedder.token_refiner.refiner_blocks.0.norm_out.linear.weight", "time_embed.timestep_embedder.linear_1.weight", "transformer_blocks.0.ff_context.net.2.weight"},
+        {"hunyuan-video", "transformer_blocks.0.norm1_context.linear.weight", "context_embedder.token_refiner.refiner_blocks.0.norm_out.linear.weight", "image_embedder.linear_1.weight", "transformer_blocks.0.attn.to_add_out.weight"},
+        {"hunyuan-video", "single_transformer_blocks.0.norm.linear.weight", "context_embedder.token_refiner.refiner_blocks.0.attn.to_k.weight", "context_embedder_2.linear_1.weight", "single_transformer_blocks.0.proj_mlp.weight"},
+        /* Cosmos-Predict2 (and Anima's transformer) in diffusers names: adaLN-LoRA norm linears */
+        {"cosmos", "transformer_blocks.0.norm1.linear_1.weight", "time_embed.t_embedder.linear_1.weight", "transformer_blocks.0.norm3.linear_2.weight", "transformer_blocks.0.attn2.to_q.weight"},
+        {"cosmos", "transformer_blocks.0.norm1.linear_1.weight", "time_embed.t_embedder.linear_1.weight", "patch_embed.proj.weight", "transformer_blocks.0.ff.net.2.weight"},
+        {"cosmos", "transformer_blocks.0.norm1.linear_1.weight", "time_embed.t_embedder.linear_2.weight", "norm_out.linear_1.weight", "transformer_blocks.1.attn1.to_out.0.weight"},
+        /* LTX-Video and LTX-2 in diffusers names */
+        {"ltx", "proj_in.weight", "time_embed.emb.timestep_embedder.linear_1.weight", "time_embed.linear.weight", "transformer_blocks.0.attn1.to_q.weight"},
+        {"ltx", "proj_in.weight", "time_embed.emb.timestep_embedder.linear_1.weight", "caption_projection.linear_1.weight", "transformer_blocks.0.ff.net.0.proj.weight"},
+        {"ltx", "audio_proj_in.weight", "time_embed.emb.timestep_embedder.linear_2.weight", "av_cross_attn_video_scale_shift.linear.weight", "transformer_blocks.0.audio_to_video_attn.to_q.weight"},
+        {"ltx", "audio_proj_in.weight", "time_embed.emb.timestep_embedder.linear_2.weight", "audio_prompt_adaln.linear.weight", "transformer_blocks.0.audio_ff.net.2.weight"},
+        /* Z-Image in diffusers names: per-patch-size embedder and output layer */
+        {"z-image", "noise_refiner.0.attention.to_q.weight", "context_refiner.0.attention.to_k.weight", "all_x_embedder.2-1.weight", "layers.0.attention.to_out.0.weight"},
+        {"z-image", "noise_refiner.0.attention.to_q.weight", "context_refiner.0.attention.to_k.weight", "all_final_layer.2-1.linear.weight", "layers.1.feed_forward.w2.weight"},
         /* SDXL and SD 1.x UNets in diffusers names (a pipeline's unet folder) */
         {"sdxl", "down_blocks.1.attentions.0.transformer_blocks.0.attn1.to_q.weight", "mid_block.attentions.0.proj_in.weight", "down_blocks.0.resnets.1.time_emb_proj.weight", "up_blocks.1.attentions.2.transformer_blocks.0.ff.net.2.weight"},
         {"sdxl", "down_blocks.1.attentions.0.transformer_blocks.0.attn2.to_k.weight", "mid_block.resnets.0.time_emb_proj.weight", "add_embedding.linear_1.weight", "mid_block.attentions.0.transformer_blocks.0.attn1.to_out.0.weight"},
