@@ -177,13 +177,15 @@ static const feather_preset presets[] = {
      llm_detect,
      B0 "lm_head" B1 "|" B0 "(mlp|block_sparse_moe|feed_forward)\\.(gate|router)" B1},
     /* A model of no known family keeps what the presets above keep by its usual names: a layer
-     * computing modulation (modulation, adaLN, adaln_*), a time or timestep embedder, and an
+     * computing modulation (modulation, adaLN, adaln_*, and in diffusers names the linears of an
+     * adaptive norm: norm1.linear, norm_out.linear_1, …), a time or timestep embedder, and an
      * output head over a vocabulary. */
-    {"generic", "no family detected: keeps layers named for modulation or adaLN, time and timestep embedders, and lm_head",
+    {"generic", "no family detected: keeps layers named for modulation or adaLN (and adaptive norms' linears), time and "
+                "timestep embedders, and lm_head",
      any_file,
-     B0 "[A-Za-z0-9_]*(modulation|adaLN|adaln)[A-Za-z0-9_]*" B1 "|" B0
-        "(t_embedder|time_in|time_embed|time_embedding|time_embedder|time_proj|time_projection|timestep_embedder|"
-        "time_text_embed|lm_head)" B1},
+     B0 "[A-Za-z0-9_]*(modulation|adaLN|adaln)[A-Za-z0-9_]*" B1 "|" B0 "norm[A-Za-z0-9_]*\\.linear(_[0-9])?" B1 "|" B0
+        "(t_embedder|time_in|time_embed|time_embedding|time_embeddings|time_embedder|time_proj|time_projection|"
+        "timestep_embedder|time_text_embed|time_guidance_embed|time_caption_embed|time_step_embed|time_step_proj|lm_head)" B1},
 };
 
 #define NPRESETS (sizeof presets / sizeof presets[0])

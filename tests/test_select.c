@@ -252,8 +252,9 @@ TEST(select_detects_every_family) {
     CHECK(feather_preset_find("flux") && !feather_preset_find("Flux"));
 }
 
-/* A model of no known family gets the generic preset: its modulation and time-embedding layers
- * and its output head are kept by their usual names; --preset none converts them. */
+/* A model of no known family gets the generic preset: its modulation layers (adaptive norms'
+ * linears in diffusers names too), time-embedding layers and output head are kept by their usual
+ * names; --preset none converts them. */
 TEST(select_unknown_family_keeps_modulation_and_time_embedders) {
     const char *path = test_path("dit.safetensors");
     const tspec t[] = {{"blocks.0.attn.qkv.weight", FEATHER_F16, 2, {192, 64}},
@@ -262,14 +263,19 @@ TEST(select_unknown_family_keeps_modulation_and_time_embedders) {
                        {"t_embedder.mlp.0.weight", FEATHER_F16, 2, {64, 256}},
                        {"timestep_embedder.linear_1.weight", FEATHER_F16, 2, {64, 256}},
                        {"lm_head.weight", FEATHER_F16, 2, {512, 64}},
+                       {"blocks.0.norm1.linear.weight", FEATHER_F16, 2, {384, 64}},
+                       {"norm_out.linear_2.weight", FEATHER_F16, 2, {128, 64}},
+                       {"time_guidance_embed.linear_1.weight", FEATHER_F16, 2, {64, 256}},
                        {"blocks.0.mlp.fc1.weight", FEATHER_F16, 2, {256, 64}},
-                       {"time_embedder_extra.weight", FEATHER_F16, 2, {64, 64}}};
-    REQUIRE(tu_write_model(path, t, 8, 1, NULL) == 0);
+                       {"time_embedder_extra.weight", FEATHER_F16, 2, {64, 64}},
+                       {"blocks.0.norm1.weight", FEATHER_F16, 2, {64, 64}},
+                       {"blocks.0.attn.linear.weight", FEATHER_F16, 2, {64, 64}}};
+    REQUIRE(tu_write_model(path, t, 13, 1, NULL) == 0);
     feather_reader *r;
     feather_plan *p = plan_for(path, NULL, &r);
     REQUIRE(p);
     CHECK(!strcmp(feather_plan_preset(p), "generic"));
-    for (size_t i = 1; i <= 5; i++) {
+    for (size_t i = 1; i <= 8; i++) {
         const feather_plan_entry *e = entry(p, t[i].name);
         if (e->action != FEATHER_KEEP || !strstr(e->reason, "preset generic"))
             test_fail(__FILE__, __LINE__, "%s not kept by the generic preset (%s)", t[i].name, e->reason);
@@ -277,6 +283,8 @@ TEST(select_unknown_family_keeps_modulation_and_time_embedders) {
     CHECK(entry(p, "blocks.0.attn.qkv.weight")->action == FEATHER_CONVERT);
     CHECK(entry(p, "blocks.0.mlp.fc1.weight")->action == FEATHER_CONVERT);
     CHECK(entry(p, "time_embedder_extra.weight")->action == FEATHER_CONVERT); /* whole name components only */
+    CHECK(entry(p, "blocks.0.norm1.weight")->action == FEATHER_CONVERT);      /* a norm's own weight is no linear of it */
+    CHECK(entry(p, "blocks.0.attn.linear.weight")->action == FEATHER_CONVERT);
     feather_plan_free(p);
     feather_close(r);
     feather_convert_options o;
