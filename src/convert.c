@@ -355,18 +355,19 @@ static void note_snr(conv *c, const feather_tensor *t, const feather_quant_stats
     }
 }
 
-/* An fp8 input's scales (one, where it has no scale tensor) into c->scales; the plan checked
- * that their number fits the weight. */
-static feather_status read_scales(conv *c, const feather_plan_entry *e, size_t *cap) {
+/* An fp8 input's scales (one, where it has no scale tensor) into c->scales, and their layout
+ * into *L; the plan checked that they fit the weight. */
+static feather_status read_scales(conv *c, const feather_plan_entry *e, size_t *cap, feather_scale_layout *L) {
     feather_error *err = c->err;
-    const uint64_t count = e->scale ? e->scale->nelem : 1;
     const void *sd = NULL;
-    feather_status st = grow((void **)&c->scales, cap, count * sizeof(float), err);
+    feather_scale_layout_of(e->scale, e->n, e->k, L);
+    feather_status st = grow((void **)&c->scales, cap, L->count * sizeof(float), err);
     if (st || (e->scale && (st = feather_tensor_data(c->r, e->scale, &sd, err)))) return st;
-    const uint64_t bad = feather_scales_load(e->scale ? e->scale->dtype : FEATHER_F32, sd, count, c->scales);
-    if (bad < count)
+    const uint64_t bad = feather_scales_load(e->scale, sd, L, e->k, c->scales);
+    if (e->scale && bad < e->scale->nelem)
         return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and > 0)",
-                            feather_reader_path(c->r), e->scale->name, (unsigned long long)bad, c->scales[bad]);
+                            feather_reader_path(c->r), e->scale->name, (unsigned long long)bad,
+                            feather_load_f32(e->scale->dtype, sd, bad));
     return FEATHER_OK;
 }
 
@@ -403,16 +404,13 @@ static feather_status take_buffer(conv *c, int slot, uint64_t bytes) {
 
 /* Dequantises an fp8 input weight with its scales into c->wide (f32). */
 static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot) {
-    /* the plan checked that the scales fit */
-    unsigned group;
-    feather_scale_mode mode;
-    feather_scale_mode_of(e->scale ? e->scale->nelem : 1, e->n, e->k, &mode, &group);
+    feather_scale_layout L;
     const uint64_t nk = e->n * e->k;
-    feather_status st = read_scales(c, e, &c->s_caps[slot]);
+    feather_status st = read_scales(c, e, &c->s_caps[slot], &L);
     c->ss[slot] = c->scales;
     if (st || (st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), c->err))) return st;
-    feather_dequantize(data, e->tensor->ndim == 3, feather_fp8_of(e->tensor->dtype), mode, group, c->scales, e->n, e->k,
-                       c->wide);
+    feather_dequantize(data, e->tensor->ndim == 3, feather_fp8_of(e->tensor->dtype), L.mode, L.group, c->scales, e->n,
+                       e->k, c->wide);
     return FEATHER_OK;
 }
 
@@ -455,7 +453,8 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         return FEATHER_OK;
     }
     if (e->action == FEATHER_REPACK) {
-        st = read_scales(c, e, s_cap);
+        feather_scale_layout L;
+        st = read_scales(c, e, s_cap, &L);
         c->ss[slot] = c->scales;
         if (st) return st;
         if (in_packed == packed) memcpy(c->q, data, nk);

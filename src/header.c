@@ -34,7 +34,7 @@ typedef struct parse {
     int open_end;       /* file size unknown: report the data length instead of checking it */
 } parse;
 
-const char *st_shape_str(const feather_tensor *t, char *buf, size_t len) {
+const char *feather_shape_str(const feather_tensor *t, char *buf, size_t len) {
     size_t o = 0;
     int n = snprintf(buf, len, "[");
     o = n > 0 ? (size_t)n : 0;
@@ -311,18 +311,18 @@ static feather_status check_size(parse *p, feather_tensor *t) {
     for (unsigned i = 0; i < t->ndim; i++)
         if (!feather_mul_ok(nelem, t->shape[i], &nelem))
             return entry_fail(p, t->name, "shape %s has more than 2^64-1 elements",
-                              st_shape_str(t, sh, sizeof sh));
+                              feather_shape_str(t, sh, sizeof sh));
     if (!feather_mul_ok(nelem, feather_dtype_bits(t->dtype), &nbits))
         return entry_fail(p, t->name, "%s %s is more than 2^64-1 bits", dt,
-                          st_shape_str(t, sh, sizeof sh));
+                          feather_shape_str(t, sh, sizeof sh));
     if (nbits % 8)
         return entry_fail(p, t->name, "%s %s is %llu bits, not a whole number of bytes", dt,
-                          st_shape_str(t, sh, sizeof sh), (unsigned long long)nbits);
+                          feather_shape_str(t, sh, sizeof sh), (unsigned long long)nbits);
     if (t->end - t->begin != nbits / 8)
         return entry_fail(p, t->name, "data_offsets [%llu, %llu] hold %llu bytes but %s %s needs %llu",
                           (unsigned long long)t->begin, (unsigned long long)t->end,
                           (unsigned long long)(t->end - t->begin), dt,
-                          st_shape_str(t, sh, sizeof sh), (unsigned long long)(nbits / 8));
+                          feather_shape_str(t, sh, sizeof sh), (unsigned long long)(nbits / 8));
     t->nelem = nelem;
     t->nbytes = nbits / 8;
     return FEATHER_OK;

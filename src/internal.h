@@ -53,19 +53,35 @@ static inline void feather_wr64le(uint8_t *p, uint64_t v) {
  * arrays are fine. */
 float feather_load_f32(feather_dtype dt, const void *p, uint64_t i);
 
-/* The scale mode of an fp8 weight [N, K] with count scales: one (tensor), N (channel) or
- * N · K/G for G a multiple of 16 dividing K (block:G, *group = G). -1 when none fits. The
- * scale layout of an fp8 input, or of a feather file, is told by its size alone. */
-int feather_scale_mode_of(uint64_t count, uint64_t n, uint64_t k, feather_scale_mode *mode, unsigned *group);
+/* A tensor's shape as "[a, b, c]" into buf (cut short with "...]" where it does not fit). */
+const char *feather_shape_str(const feather_tensor *t, char *buf, size_t len);
 
-/* The scale tensor of an fp8 weight "X.weight": X.weight_scale, or the legacy X.scale_weight;
- * NULL when it has none. */
+/* How an fp8 weight [N, K]'s scales are laid out: mode and group as quant.h's, count scales once
+ * loaded; rows > 0 for 2-D blocks of rows × 128 elements (DeepSeek's weight_scale_inv and
+ * compressed-tensors' block strategy, [⌈N/128⌉, ⌈K/128⌉]), which load as every row's
+ * block:group scales, group = gcd(128, K). */
+typedef struct feather_scale_layout {
+    feather_scale_mode mode;
+    unsigned group, rows;
+    uint64_t count;
+} feather_scale_layout;
+
+/* The layout of scale tensor s (NULL: one scale of 1) of an fp8 weight [N, K], told by its
+ * shape: one element: tensor; [N] or [N, 1]: channel; [N, K/G] for G a multiple of 16 dividing
+ * K: block:G; [⌈N/128⌉, ⌈K/128⌉]: 2-D blocks. A 1-D tensor of N · K/G elements is block:G too,
+ * as feather's own files and older writers hold them. -1 when it fits none. */
+int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L);
+
+/* L's count scales from the data sd of scale tensor s (F16, BF16 or F32) as f32 into out, or
+ * ones where s is NULL; 2-D blocks spread over the groups of their rows. Returns the index in s
+ * of the first scale that is not finite and > 0, which no fp8 weight can be dequantised with,
+ * or s's element count (1 without s) when there is none. */
+uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t k,
+                             float *out);
+
+/* The scale tensor of an fp8 weight "X.weight": X.weight_scale, DeepSeek's X.weight_scale_inv
+ * (multiplied too, despite its name) or the legacy X.scale_weight; NULL when it has none. */
 const feather_tensor *feather_fp8_scale_of(feather_reader *r, const char *wname);
-
-/* count scales of an F16, BF16 or F32 scale tensor's data sd as f32 into out, or count ones where
- * sd is NULL (a weight without a scale tensor). Returns the index of the first scale that is not
- * finite and > 0, which no fp8 weight can be dequantised with, or count when there is none. */
-uint64_t feather_scales_load(feather_dtype dt, const void *sd, uint64_t count, float *out);
 
 /* The directory part of path into dir: "." for a bare name, "/" for a name in the root. -1
  * when it does not fit. */

@@ -90,9 +90,6 @@ feather_status st_check_unique(const struct cJSON *obj, const char *name, const 
  * buf holds min(len, 8) bytes at least. */
 feather_status st_header_len(const uint8_t *buf, size_t len, uint64_t file_size, const char *name,
                              uint64_t *n, feather_error *err);
-/* "[3072, 3072]" into buf (truncated with "..." when long). */
-const char *st_shape_str(const feather_tensor *t, char *buf, size_t len);
-
 /* ---- recorded hashes (hash_record.c) ---- */
 
 /* Reads FEATHER_HASH_KEY from h's metadata, if present, into h->hashes: a JSON object mapping

@@ -333,14 +333,6 @@ static void keep(feather_plan_entry *e, int deq, const char *fmt, ...) {
     e->bytes_out = 2 * e->n * e->k;
 }
 
-static void shape_str(const feather_tensor *t, char *buf, size_t len) {
-    size_t o = 0;
-    o += (size_t)snprintf(buf + o, len - o, "[");
-    for (unsigned i = 0; i < t->ndim && o < len; i++)
-        o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? ", " : "", (unsigned long long)t->shape[i]);
-    if (o < len) snprintf(buf + o, len - o, "]");
-}
-
 static feather_status check_options(const feather_convert_options *o, feather_error *err) {
     if (o->layout == FEATHER_LAYOUT_PACKED && o->quant.format != FEATHER_FP8_E5M2)
         return feather_fail(err, FEATHER_E_ARG,
@@ -359,7 +351,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
                   const regex_t *lora, const char *preset, int packed_in, int full, cJSON *const *tagged) {
     const feather_tensor *t = e->tensor;
     char shp[128];
-    shape_str(t, shp, sizeof shp);
+    feather_shape_str(t, shp, sizeof shp);
     e->bytes_in = e->bytes_out = t->nbytes;
     const char *dt = feather_dtype_name(t->dtype);
     int fp8 = feather_is_fp8(t->dtype);
@@ -433,16 +425,19 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     if (fp8) {
         nscales = e->scale ? e->scale->nelem : 1;
         feather_fp8 in_fmt = feather_fp8_of(t->dtype);
-        /* ComfyUI reads one scale per tensor: other scales cannot travel into the comfy layout. */
+        /* ComfyUI reads one scale per tensor: other scales cannot travel into the comfy layout;
+         * nor can 2-D blocks of scales into feather's, whose scales follow the weight's rows. */
+        feather_scale_layout L;
         const int one_scale = o->layout == FEATHER_LAYOUT_COMFY && nscales > 1;
-        if (in_fmt == o->quant.format && !one_scale) {
+        const int blocks = !feather_scale_layout_of(e->scale, n, k, &L) && L.rows;
+        if (in_fmt == o->quant.format && !one_scale && !blocks) {
             set(e, FEATHER_REPACK, "%s %s %s already %s: layout changes, values do not", dt, shp,
                 packed_in ? "packed" : "plain", feather_fp8_name(in_fmt));
-        } else if (one_scale) {
-            set(e, FEATHER_REQUANT, "%s %s: %llu scales requantised to the comfy layout's one per tensor (error adds up)",
-                dt, shp, (unsigned long long)nscales);
-            feather_quant_options q = o->quant;
-            nscales = feather_scale_count(&q, n, k);
+        } else if (one_scale || blocks) {
+            set(e, FEATHER_REQUANT, "%s %s: %s requantised to %s (error adds up)", dt, shp,
+                blocks ? "its scales of 128 x 128 blocks" : "its scales", one_scale ? "the comfy layout's one per tensor"
+                                                                                    : "scales of its rows");
+            nscales = feather_scale_count(&o->quant, n, k);
         } else {
             set(e, FEATHER_REQUANT, "%s %s: %s requantised to %s (error adds up)", dt, shp,
                 feather_fp8_name(in_fmt), feather_fp8_name(o->quant.format));
@@ -523,17 +518,18 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         feather_plan_entry *e = &p->e[i];
         e->tensor = feather_tensor_at(r, i);
         p->lora += (size_t)decide(r, e, o, inc, exc, have_keep ? &preset_re : NULL, &embedding, &lora, p->preset, packed_in, p->full, qj);
-        /* An fp8 input's scales are used as they are, so their number must say how. */
-        feather_scale_mode mode;
-        unsigned group;
-        const uint64_t ns = e->scale ? e->scale->nelem : 1;
+        /* An fp8 input's scales are used as they are, so their shape must say how. */
+        feather_scale_layout L;
         if ((e->action == FEATHER_REPACK || e->action == FEATHER_REQUANT || e->action == FEATHER_DEQUANT) &&
-            feather_scale_mode_of(ns, e->n, e->k, &mode, &group)) {
+            feather_scale_layout_of(e->scale, e->n, e->k, &L)) {
+            char ss[64];
+            feather_shape_str(e->scale, ss, sizeof ss);
             st = feather_fail(err, FEATHER_E_INVALID,
-                              "%s: tensor '%s': %llu scales fit no scale layout of weight '%s' [%llu, %llu] (one, N, "
-                              "or N x K/G for a block size G that is a multiple of 16 and divides K)",
-                              feather_reader_path(r), e->scale->name, (unsigned long long)ns, e->tensor->name,
-                              (unsigned long long)e->n, (unsigned long long)e->k);
+                              "%s: tensor '%s': scales %s fit no scale layout of weight '%s' [%llu, %llu] (one, [N], "
+                              "[N, K/G] for a block size G that is a multiple of 16 and divides K, or [N/128, K/128] "
+                              "blocks, rounded up)",
+                              feather_reader_path(r), e->scale->name, ss, e->tensor->name, (unsigned long long)e->n,
+                              (unsigned long long)e->k);
             goto done;
         }
     }
@@ -542,7 +538,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     size_t selected = 0;
     for (size_t i = 0; i < p->n; i++) {
         feather_plan_entry *e = &p->e[i];
-        if (e->action == FEATHER_KEEP) continue;
+        if (e->action == FEATHER_KEEP || e->action == FEATHER_DROP) continue;
         selected += e->action != FEATHER_DEQUANT;
         if (!e->scale) continue;
         for (size_t j = 0; j < p->n; j++)

@@ -435,25 +435,24 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
     }
     const feather_tensor *s = feather_fp8_scale_of(ref, rt->name);
     const void *sd = NULL;
-    feather_scale_mode mode;
-    unsigned group;
+    feather_scale_layout L;
     feather_error e2;
-    if (s && (feather_scale_mode_of(s->nelem, n, k, &mode, &group) || feather_tensor_data(ref, s, &sd, &e2))) {
-        snprintf(why, wl, "the reference's scales (%s, %llu) fit no scale layout of its weight", s->name,
-                 (unsigned long long)s->nelem);
+    if (feather_scale_layout_of(s, n, k, &L) || (s && feather_tensor_data(ref, s, &sd, &e2))) {
+        char ss[64];
+        snprintf(why, wl, "the reference's scales (%s, %s) fit no scale layout of its weight", s->name,
+                 feather_shape_str(s, ss, sizeof ss));
         return NULL;
     }
     const uint64_t ns = s ? s->nelem : 1;
-    float *sc = malloc(ns * sizeof(float)), *out = malloc(n * k * sizeof(float));
-    const uint64_t bad = sc ? feather_scales_load(s ? s->dtype : FEATHER_F32, sd, ns, sc) : 0;
+    float *sc = malloc(L.count * sizeof(float)), *out = malloc(n * k * sizeof(float));
+    const uint64_t bad = sc ? feather_scales_load(s, sd, &L, k, sc) : 0;
     if (!sc || !out) {
         snprintf(why, wl, "out of memory");
     } else if (bad < ns) {
         snprintf(why, wl, "the reference's scale %llu (%s) is %g: it dequantises no weight", (unsigned long long)bad,
-                 s->name, sc[bad]);
+                 s->name, feather_load_f32(s->dtype, sd, bad));
     } else {
-        feather_dequantize(rd, packed, feather_fp8_of(rt->dtype), s ? mode : FEATHER_SCALE_TENSOR, s ? group : 0, sc, n,
-                           k, out);
+        feather_dequantize(rd, packed, feather_fp8_of(rt->dtype), L.mode, L.group, sc, n, k, out);
         free(sc);
         return out;
     }
@@ -465,9 +464,9 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
 /* Whether a tensor of an fp8 reference that the conversion leaves out belongs to an fp8 weight
  * of the converted file (its scale or ComfyUI tag) or is a legacy scaled_fp8 marker. */
 static int fp8_companion(feather_reader *r, const feather_tensor *rt) {
-    static const char *const tails[] = {".weight_scale", ".scale_weight", ".comfy_quant"};
+    static const char *const tails[] = {".weight_scale", ".weight_scale_inv", ".scale_weight", ".comfy_quant"};
     if (feather_is_scaled_fp8_marker(rt)) return 1;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (feather_ends_with(rt->name, tails[i])) {
             char w[4200];
             snprintf(w, sizeof w, "%.*s.weight", (int)(strlen(rt->name) - strlen(tails[i])), rt->name);
@@ -598,20 +597,24 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
             const feather_tensor *s = sname ? feather_find(r, sname) : NULL;
             free(sname);
             const void *sd = NULL;
+            feather_scale_layout sl;
+            char ss[64];
             if (!s) note(p_scale, sizeof p_scale, "scale tensor '%s_scale' is missing", t->name);
             else if (s->dtype != FEATHER_F32) note(p_scale, sizeof p_scale, "scale tensor is %s, not F32", feather_dtype_name(s->dtype));
-            else if (feather_scale_mode_of(s->nelem, n, k, &mode, &group))
-                note(p_scale, sizeof p_scale, "%llu scales fit no scale mode of a [%llu, %llu] weight",
-                     (unsigned long long)s->nelem, (unsigned long long)n, (unsigned long long)k);
+            else if (feather_scale_layout_of(s, n, k, &sl) || sl.rows) /* feather's scales follow rows */
+                note(p_scale, sizeof p_scale, "scales %s fit no scale mode of a [%llu, %llu] weight",
+                     feather_shape_str(s, ss, sizeof ss), (unsigned long long)n, (unsigned long long)k);
             else if (!feather_tensor_data(r, s, &sd, err)) {
                 vt->bytes += s->nbytes;
+                mode = sl.mode;
+                group = sl.group;
                 scales = malloc(s->nelem * sizeof(float));
                 if (!scales) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto out; }
-                const uint64_t bad = feather_scales_load(FEATHER_F32, sd, s->nelem, scales);
+                const uint64_t bad = feather_scales_load(s, sd, &sl, k, scales);
                 scales_ok = bad == s->nelem;
                 if (!scales_ok)
                     note(p_scale, sizeof p_scale, "scale %llu is %g (must be finite and > 0)", (unsigned long long)bad,
-                         scales[bad]);
+                         feather_load_f32(FEATHER_F32, sd, bad));
             }
             if (layout_ok) {
                 job.units = UNITS_CODES;

@@ -414,18 +414,21 @@ TEST(convert_fp8_layer_not_converted) {
     feather_ctx_free(ctx);
 }
 
-/* An fp8 input whose scales fit no layout of its weight, or hold one that is not finite and > 0
- * (random N(0, 0.02) scales: about half negative): one line, nothing written. */
+/* An fp8 input whose scales fit no layout of its weight (by their shape: [2, 32] are as many as
+ * the rows, not one per row), or hold one that is not finite and > 0 (random N(0, 0.02) scales:
+ * about half negative): one line, nothing written. */
 TEST(convert_fp8_scales_that_fit_nothing_are_refused) {
     static const tspec t[] = {{"a.weight", FEATHER_F8_E5M2, 2, {64, 64}}, {"a.weight_scale", FEATHER_F32, 1, {5}},
                               {"b.weight", FEATHER_F8_E5M2, 2, {64, 64}}, {"b.weight_scale", FEATHER_F32, 1, {0}},
-                              {"c.weight", FEATHER_F8_E5M2, 2, {64, 64}}, {"c.weight_scale", FEATHER_F32, 1, {64}}};
+                              {"c.weight", FEATHER_F8_E5M2, 2, {64, 64}}, {"c.weight_scale", FEATHER_F32, 1, {64}},
+                              /* as many as the rows, but not one per row: a count alone took them for it */
+                              {"d.weight", FEATHER_F8_E5M2, 2, {64, 64}}, {"d.weight_scale", FEATHER_F32, 2, {2, 32}}};
     static const char *const why[] = {
-        "tensor 'a.weight_scale': 5 scales fit no scale layout of weight 'a.weight' [64, 64]",
-        "tensor 'b.weight_scale': 0 scales fit no scale layout of weight 'b.weight' [64, 64]",
-        "tensor 'c.weight_scale': scale "};
+        "tensor 'a.weight_scale': scales [5] fit no scale layout of weight 'a.weight' [64, 64]",
+        "tensor 'b.weight_scale': scales [0] fit no scale layout of weight 'b.weight' [64, 64]",
+        "tensor 'c.weight_scale': scale ", "tensor 'd.weight_scale': scales [2, 32] fit no scale layout"};
     feather_ctx *ctx = feather_ctx_new(1);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         const char *in = test_path("bad.safetensors"), *out = test_path("bad-out.safetensors");
         REQUIRE(tu_write_model(in, t + 2 * i, 2, 1, NULL) == 0);
         feather_convert_options o;
@@ -438,6 +441,102 @@ TEST(convert_fp8_scales_that_fit_nothing_are_refused) {
         CHECK(access(out, F_OK) != 0);
     }
     feather_ctx_free(ctx);
+}
+
+/* Writes an fp8 checkpoint of e4m3 weights with DeepSeek's scales of 128 x 128 blocks
+ * (X.weight_scale_inv, [ceil(N/128), ceil(K/128)]), codes and scales chosen here: no NaN codes,
+ * every block its own power-of-two scale. */
+static int write_block_scaled(const char *path, const char *const *names, const uint64_t (*shape)[2], int nw) {
+    feather_error err = {0};
+    feather_writer *w;
+    feather_write_options wo = {.no_hashes = 1, .overwrite = 1};
+    if (feather_writer_open(&w, path, &wo, &err)) return -1;
+    char sname[256];
+    for (int i = 0; i < nw; i++) {
+        const uint64_t ss[2] = {(shape[i][0] + 127) / 128, (shape[i][1] + 127) / 128};
+        snprintf(sname, sizeof sname, "%s_scale_inv", names[i]);
+        if (feather_writer_tensor(w, names[i], FEATHER_F8_E4M3, 2, shape[i], &err) ||
+            feather_writer_tensor(w, sname, FEATHER_F32, 2, ss, &err))
+            goto fail;
+    }
+    if (feather_writer_begin(w, &err)) goto fail;
+    for (int i = 0; i < nw; i++) {
+        const uint64_t nk = shape[i][0] * shape[i][1], ns = ((shape[i][0] + 127) / 128) * ((shape[i][1] + 127) / 128);
+        uint8_t *q = malloc(nk);
+        float *sc = malloc(ns * sizeof(float));
+        if (!q || !sc) { free(q); free(sc); goto fail; }
+        for (uint64_t j = 0; j < nk; j++) q[j] = (uint8_t)((j * 2654435761u >> 7) % 0x7e) | (uint8_t)(j & 0x80); /* no 0x7f, 0xff */
+        for (uint64_t j = 0; j < ns; j++) sc[j] = ldexpf(1.0f, (int)(j % 9) - 6);
+        const int bad = feather_writer_write(w, q, nk, &err) || feather_writer_write(w, sc, ns * sizeof(float), &err);
+        free(q);
+        free(sc);
+        if (bad) goto fail;
+    }
+    return feather_writer_commit(w, &err) ? -1 : 0;
+fail:
+    feather_writer_abort(w);
+    return -1;
+}
+
+/* An fp8 checkpoint with scales of 128 x 128 blocks (DeepSeek-V3, Qwen3-FP8, compressed-tensors'
+ * block strategy): each weight's scale tensor is found under its _scale_inv name and read by its
+ * shape, so a layer kept in BF16 is bf16(code x its block's scale) to the bit, also where the
+ * scales are as many as the rows ([256, 16384]: [2, 128]); converted layers are requantised
+ * (the packed layout's scales follow rows), their _scale_inv dropped, and feather-verify measures
+ * them against the dequantised original. With every layer excluded there is nothing to convert. */
+TEST(convert_fp8_scales_of_128x128_blocks) {
+    static const char *const names[] = {"model.layers.0.mlp.down_proj.weight", "model.layers.0.mlp.up_proj.weight",
+                                        "model.layers.0.self_attn.q_proj.weight"};
+    static const uint64_t shape[][2] = {{200, 400}, {256, 16384}, {128, 256}};
+    const char *in = test_path("ds.safetensors"), *out = test_path("ds-out.safetensors");
+    REQUIRE(write_block_scaled(in, names, shape, 3) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_result res;
+    feather_error err = {0};
+    feather_convert_defaults(&o);
+    const char *ex[] = {"mlp"};
+    o.exclude = ex;
+    o.nexclude = 1;
+    o.overwrite = 1;
+    feather_status st = feather_convert(ctx, in, out, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    REQUIRE(st == FEATHER_OK);
+    feather_reader *r, *ri;
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
+    for (int i = 0; i < 2; i++) {
+        char sname[256];
+        snprintf(sname, sizeof sname, "%s_scale_inv", names[i]);
+        const feather_tensor *w = feather_find(r, names[i]), *wi = feather_find(ri, names[i]), *si = feather_find(ri, sname);
+        REQUIRE(w && wi && si && w->dtype == FEATHER_BF16 && !feather_find(r, sname));
+        const void *dw, *dq, *ds;
+        REQUIRE(!feather_tensor_data(r, w, &dw, &err) && !feather_tensor_data(ri, wi, &dq, &err) &&
+                !feather_tensor_data(ri, si, &ds, &err));
+        const uint64_t n = shape[i][0], k = shape[i][1], cols = (k + 127) / 128;
+        uint64_t bad = 0;
+        for (uint64_t j = 0; j < n * k; j++) {
+            const float s = ((const float *)ds)[(j / k / 128) * cols + (j % k) / 128];
+            bad += ((const uint16_t *)dw)[j] !=
+                   feather_f32_to_bf16(feather_fp8_to_f32(((const uint8_t *)dq)[j], FEATHER_FP8_E4M3FN) * s);
+        }
+        if (bad) test_fail(__FILE__, __LINE__, "%s: %llu of %llu values differ", names[i], (unsigned long long)bad,
+                           (unsigned long long)(n * k));
+    }
+    feather_close(r);
+    feather_close(ri);
+    /* every layer excluded: nothing to convert (their dropped scales are no conversion) */
+    const char *all[] = {"."};
+    o.exclude = all;
+    CHECK(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_E_NOTHING);
+    feather_ctx_free(ctx);
+    /* converted: requantised into scales of rows, the blocks' scales dropped, measured by verify */
+    REQUIRE(test_run("'%s' --plan '%s'", bin("feather-convert"), in) == 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "its scales of 128 x 128 blocks requantised to scales of its rows");
+    CHECK_STR_CONTAINS(test_cmd_output(), "drop");
+    REQUIRE(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in) == 0);
+    REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "3 measured");
 }
 
 TEST(convert_cli_bad_inputs_get_one_line_and_status) {
