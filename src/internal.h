@@ -69,7 +69,8 @@ typedef struct feather_scale_layout {
 /* The layout of scale tensor s (NULL: one scale of 1) of an fp8 weight [N, K], told by its
  * shape: one element: tensor; [N] or [N, 1]: channel; [N, K/G] for G a multiple of 16 dividing
  * K: block:G; [⌈N/128⌉, ⌈K/128⌉]: 2-D blocks. A 1-D tensor of N · K/G elements is block:G too,
- * as feather's own files and older writers hold them. -1 when it fits none. */
+ * as feather's own files and older writers hold them. -1 when it fits none, -2 when s is not
+ * F16, BF16 or F32 (MXFP8's E8M0 or integer scales). */
 int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L);
 
 /* L's count scales from the data sd of scale tensor s (F16, BF16 or F32) as f32 into out, or

@@ -520,8 +520,16 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         p->lora += (size_t)decide(r, e, o, inc, exc, have_keep ? &preset_re : NULL, &embedding, &lora, p->preset, packed_in, p->full, qj);
         /* An fp8 input's scales are used as they are, so their shape must say how. */
         feather_scale_layout L;
-        if ((e->action == FEATHER_REPACK || e->action == FEATHER_REQUANT || e->action == FEATHER_DEQUANT) &&
-            feather_scale_layout_of(e->scale, e->n, e->k, &L)) {
+        const int fit = e->action == FEATHER_REPACK || e->action == FEATHER_REQUANT || e->action == FEATHER_DEQUANT
+                            ? feather_scale_layout_of(e->scale, e->n, e->k, &L)
+                            : 0;
+        if (fit == -2) {
+            st = feather_fail(err, FEATHER_E_UNSUPPORTED, "%s: tensor '%s': %s scales of fp8 weight '%s': only F32, BF16 or "
+                              "F16 scales are read", feather_reader_path(r), e->scale->name,
+                              feather_dtype_name(e->scale->dtype), e->tensor->name);
+            goto done;
+        }
+        if (fit) {
             char ss[64];
             feather_shape_str(e->scale, ss, sizeof ss);
             st = feather_fail(err, FEATHER_E_INVALID,

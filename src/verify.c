@@ -437,10 +437,12 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
     const void *sd = NULL;
     feather_scale_layout L;
     feather_error e2;
-    if (feather_scale_layout_of(s, n, k, &L) || (s && feather_tensor_data(ref, s, &sd, &e2))) {
+    const int fit = feather_scale_layout_of(s, n, k, &L);
+    if (fit || (s && feather_tensor_data(ref, s, &sd, &e2))) {
         char ss[64];
-        snprintf(why, wl, "the reference's scales (%s, %s) fit no scale layout of its weight", s->name,
-                 feather_shape_str(s, ss, sizeof ss));
+        snprintf(why, wl, "the reference's scales (%s, %s %s) %s", s->name, feather_dtype_name(s->dtype),
+                 feather_shape_str(s, ss, sizeof ss),
+                 fit == -2 ? "are not F32, BF16 or F16" : "fit no scale layout of its weight");
         return NULL;
     }
     const uint64_t ns = s ? s->nelem : 1;

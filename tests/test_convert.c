@@ -440,6 +440,21 @@ TEST(convert_fp8_scales_that_fit_nothing_are_refused) {
         if (i == 2) CHECK_STR_CONTAINS(err.message, "(must be finite and > 0)");
         CHECK(access(out, F_OK) != 0);
     }
+    /* MXFP8's E8M0 block scales, and integer ones, are not read as scales (they were taken for NaN) */
+    static const tspec mx[] = {{"e.weight", FEATHER_F8_E4M3, 2, {64, 64}}, {"e.weight_scale", FEATHER_F8_E8M0, 2, {64, 2}},
+                               {"f.weight", FEATHER_F8_E5M2, 2, {64, 64}}, {"f.weight_scale", FEATHER_I32, 1, {1}}};
+    for (int i = 0; i < 2; i++) {
+        const char *in = test_path("mx.safetensors"), *out = test_path("mx-out.safetensors");
+        REQUIRE(tu_write_model(in, mx + 2 * i, 2, 1, NULL) == 0);
+        feather_convert_options o;
+        feather_convert_defaults(&o);
+        feather_convert_result res;
+        feather_error err = {0};
+        CHECK(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_E_UNSUPPORTED);
+        CHECK_STR_CONTAINS(err.message, i ? "tensor 'f.weight_scale': I32 scales of fp8 weight 'f.weight': only F32, BF16 or F16"
+                                          : "tensor 'e.weight_scale': F8_E8M0 scales of fp8 weight 'e.weight'");
+        CHECK(access(out, F_OK) != 0);
+    }
     feather_ctx_free(ctx);
 }
 
