@@ -2,8 +2,8 @@
  *
  * A tensor is converted when it is the 2-D weight of a linear layer in a float dtype whose
  * shape the kernel takes (N a multiple of 8, K of 16: feather_gemm_supported), not an embedding
- * table or a LoRA factor, not a part of a full checkpoint other than its diffusion model, and
- * neither a preset nor --exclude keeps it. Everything else is copied byte for byte, and the plan
+ * table, a norm's scale or a LoRA factor, not a part of a full checkpoint other than its
+ * diffusion model, and neither a preset nor --exclude keeps it. Everything else is copied byte for byte, and the plan
  * says why. */
 #include "internal.h"
 #include "feather/convert.h"
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* A name component boundary on each side: "img_in" must not match "img_in_proj". */
 #define B0 "(^|\\.)"
@@ -344,6 +345,17 @@ static feather_status check_options(const feather_convert_options *o, feather_er
     return FEATHER_OK;
 }
 
+/* Whether "….X.weight" names a norm's scale (X: norm, q_norm, layernorm, attention_norm1, …),
+ * which some models store per head as [heads, head_dim] (Cohere's q_norm and k_norm, AuraFlow's
+ * multi-head norms): 2-D, but no linear layer. */
+static int is_norm_scale(const char *name) {
+    const char *end = name + strlen(name) - strlen(".weight"), *c = end;
+    while (c > name && c[-1] != '.') c--;
+    for (; c + 4 <= end; c++)
+        if (!strncasecmp(c, "norm", 4)) return 1;
+    return 0;
+}
+
 /* Decides one tensor. regexes: exclude[], include[], preset_keep (may be NULL). Returns 1 for
  * a LoRA factor, else 0. */
 static int decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
@@ -392,6 +404,10 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     if (fp8) e->scale = feather_fp8_scale_of(r, t->name);
     if (name_matches(embedding, t->name)) {
         keep(e, deq, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
+        return 0;
+    }
+    if (is_norm_scale(t->name)) {
+        keep(e, deq, "a norm's scale %s %s, not a linear layer", dt, shp);
         return 0;
     }
     for (size_t i = 0; i < o->nexclude; i++)

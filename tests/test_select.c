@@ -200,6 +200,8 @@ TEST(select_detects_every_family) {
         {"llm", "model.layers.0.self_attn.o_proj.weight", "model.layers.0.mlp.experts.0.up_proj.weight", "model.layers.0.mlp.gate.weight", "model.layers.0.mlp.experts.0.gate_proj.weight"},
         {"llm", "model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.experts.gate_up_proj.weight", "model.layers.0.mlp.router.weight", "model.layers.0.self_attn.o_proj.weight"},
         {"llm", "language_model.model.layers.0.self_attn.q_proj.weight", "language_model.model.layers.0.feed_forward.shared_expert.down_proj.weight", "language_model.model.layers.0.feed_forward.router.weight", "language_model.model.layers.0.feed_forward.shared_expert.up_proj.weight"},
+        /* Cohere's per-head q_norm/k_norm scales are [heads, head_dim]: no linear layer */
+        {"llm", "model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.down_proj.weight", "model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_proj.weight"},
         {"llm", "model.layers.0.self_attn.qkv_proj.weight", "model.layers.0.block_sparse_moe.experts.0.w1.weight", "model.layers.0.block_sparse_moe.gate.weight", "model.layers.0.block_sparse_moe.experts.0.w2.weight"},
         {"ltx", "patchify_proj.weight", "adaln_single.emb.timestep_embedder.linear_1.weight", "caption_projection.linear_2.weight", "transformer_blocks.0.attn1.to_q.weight"},
         {"ltx", "model.diffusion_model.audio_patchify_proj.weight", "model.diffusion_model.adaln_single.linear.weight", "model.diffusion_model.av_ca_a2v_gate_adaln_single.linear.weight", "model.diffusion_model.transformer_blocks.0.audio_to_video_attn.to_k.weight"},
@@ -283,8 +285,10 @@ TEST(select_unknown_family_keeps_modulation_and_time_embedders) {
     CHECK(entry(p, "blocks.0.attn.qkv.weight")->action == FEATHER_CONVERT);
     CHECK(entry(p, "blocks.0.mlp.fc1.weight")->action == FEATHER_CONVERT);
     CHECK(entry(p, "time_embedder_extra.weight")->action == FEATHER_CONVERT); /* whole name components only */
-    CHECK(entry(p, "blocks.0.norm1.weight")->action == FEATHER_CONVERT);      /* a norm's own weight is no linear of it */
     CHECK(entry(p, "blocks.0.attn.linear.weight")->action == FEATHER_CONVERT);
+    /* a norm's own (2-D) scale is no linear layer, nor one of its modulation */
+    CHECK(entry(p, "blocks.0.norm1.weight")->action == FEATHER_KEEP);
+    CHECK_STR_CONTAINS(entry(p, "blocks.0.norm1.weight")->reason, "a norm's scale");
     feather_plan_free(p);
     feather_close(r);
     feather_convert_options o;
