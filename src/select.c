@@ -253,10 +253,12 @@ static const feather_preset *detect(feather_reader *r, feather_error *err, feath
     return NULL;
 }
 
-/* Embedding tables are lookups, not matmuls: they stay as they are. */
+/* Embedding tables are lookups, not matmuls: they stay as they are (T5's relative attention
+ * bias and DiT's class embedding_table are tables too). */
 #define EMBEDDING_RE B0 "(embed_tokens|embed_positions|tok_embeddings|word_embeddings|position_embeddings|" \
                      "token_type_embeddings|wte|wpe|shared|embedding|embeddings|token_embedding|" \
-                     "pos_embedding|position_embedding)\\.weight$"
+                     "pos_embedding|position_embedding|pos_embed|embedding_table|embed_tokens_per_layer|" \
+                     "relative_attention_bias)\\.weight$"
 
 /* Factors of a LoRA and its kin: PEFT's lora_A / lora_B (also with the adapter's name,
  * lora_A.default.weight), MLX's lora_a / lora_b, kohya's lora_down / lora_up / lora_mid,

@@ -254,6 +254,29 @@ TEST(select_detects_every_family) {
     CHECK(feather_preset_find("flux") && !feather_preset_find("Flux"));
 }
 
+/* Embedding tables are lookups, whatever their shape: T5's shared and relative attention bias
+ * ([32, heads]: a shape the kernel takes), DiT's class embedding_table, a pos_embed module,
+ * Gemma 3n's per-layer token table; a linear layer beside them is converted. */
+TEST(select_embedding_tables_are_kept) {
+    const char *path = test_path("t5.safetensors");
+    const tspec t[] = {{"encoder.block.0.layer.0.SelfAttention.q.weight", FEATHER_F16, 2, {64, 64}},
+                       {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", FEATHER_F16, 2, {32, 64}},
+                       {"shared.weight", FEATHER_F16, 2, {256, 64}},
+                       {"y_embedder.embedding_table.weight", FEATHER_F16, 2, {1008, 64}},
+                       {"pos_embed.weight", FEATHER_F16, 2, {256, 64}},
+                       {"model.language_model.embed_tokens_per_layer.weight", FEATHER_F16, 2, {512, 64}}};
+    REQUIRE(tu_write_model(path, t, 6, 1, NULL) == 0);
+    feather_reader *r;
+    feather_plan *p = plan_for(path, NULL, &r);
+    REQUIRE(p);
+    CHECK(entry(p, t[0].name)->action == FEATHER_CONVERT);
+    for (size_t i = 1; i < 6; i++)
+        if (entry(p, t[i].name)->action != FEATHER_KEEP || !strstr(entry(p, t[i].name)->reason, "embedding table"))
+            test_fail(__FILE__, __LINE__, "%s: %s", t[i].name, entry(p, t[i].name)->reason);
+    feather_plan_free(p);
+    feather_close(r);
+}
+
 /* A model of no known family gets the generic preset: its modulation layers (adaptive norms'
  * linears in diffusers names too), time-embedding layers and output head are kept by their usual
  * names; --preset none converts them. */
