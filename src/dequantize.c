@@ -47,12 +47,14 @@ int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, fea
      * 128 of them (a count alone mistakes [N/128, K/128] for N channel scales at K = 16384). */
     const uint64_t r = s->shape[0], c = s->shape[1];
     if (r == n && c && k % c == 0 && (c == 1 || (k / c) % 16 == 0)) return mode_by_count(s->nelem, n, k, L);
-    if (r < n && r == (n + 127) / 128 && c == (k + 127) / 128) {
+    /* Blocks of 128 × 128, or groups of 128 along each row whose last one is short (K not a
+     * multiple of 128): spread over groups of G = gcd(128, K), which lie inside one block each. */
+    if ((r == n || (r < n && r == (n + 127) / 128)) && c == (k + 127) / 128) {
         unsigned g = 128;
         while (k % g) g /= 2;
         L->mode = FEATHER_SCALE_BLOCK;
         L->group = g;
-        L->rows = 128;
+        L->rows = r == n ? 1 : 128;
         L->count = n * (k / g);
         return 0;
     }

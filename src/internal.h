@@ -57,9 +57,10 @@ float feather_load_f32(feather_dtype dt, const void *p, uint64_t i);
 const char *feather_shape_str(const feather_tensor *t, char *buf, size_t len);
 
 /* How an fp8 weight [N, K]'s scales are laid out: mode and group as quant.h's, count scales once
- * loaded; rows > 0 for 2-D blocks of rows × 128 elements (DeepSeek's weight_scale_inv and
- * compressed-tensors' block strategy, [⌈N/128⌉, ⌈K/128⌉]), which load as every row's
- * block:group scales, group = gcd(128, K). */
+ * loaded; rows > 0 for blocks of rows × 128 elements, the last ones short: 128 rows for
+ * DeepSeek's weight_scale_inv and compressed-tensors' block strategy ([⌈N/128⌉, ⌈K/128⌉]), 1 for
+ * groups of 128 along each row where 128 does not divide K ([N, ⌈K/128⌉]). They load as every
+ * row's block:group scales, group = gcd(128, K). */
 typedef struct feather_scale_layout {
     feather_scale_mode mode;
     unsigned group, rows;
@@ -68,7 +69,7 @@ typedef struct feather_scale_layout {
 
 /* The layout of scale tensor s (NULL: one scale of 1) of an fp8 weight [N, K], told by its
  * shape: one element: tensor; [N] or [N, 1]: channel; [N, K/G] for G a multiple of 16 dividing
- * K: block:G; [⌈N/128⌉, ⌈K/128⌉]: 2-D blocks. A 1-D tensor of N · K/G elements is block:G too,
+ * K: block:G; [⌈N/128⌉, ⌈K/128⌉] or [N, ⌈K/128⌉]: blocks with short last ones. A 1-D tensor of N · K/G elements is block:G too,
  * as feather's own files and older writers hold them. -1 when it fits none, -2 when s is not
  * F16, BF16 or F32 (MXFP8's E8M0 or integer scales). */
 int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L);

@@ -453,8 +453,8 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
                 packed_in ? "packed" : "plain", feather_fp8_name(in_fmt));
         } else if (one_scale || blocks) {
             set(e, FEATHER_REQUANT, "%s %s: %s requantised to %s (error adds up)", dt, shp,
-                blocks ? "its scales of 128 x 128 blocks" : "its scales", one_scale ? "the comfy layout's one per tensor"
-                                                                                    : "scales of its rows");
+                !blocks ? "its scales" : L.rows > 1 ? "its scales of 128 x 128 blocks" : "its scales of 128-wide groups",
+                one_scale ? "the comfy layout's one per tensor" : "scales of its rows");
             nscales = feather_scale_count(&o->quant, n, k);
         } else {
             set(e, FEATHER_REQUANT, "%s %s: %s requantised to %s (error adds up)", dt, shp,
@@ -553,7 +553,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
             st = feather_fail(err, FEATHER_E_INVALID,
                               "%s: tensor '%s': scales %s fit no scale layout of weight '%s' [%llu, %llu] (one, [N], "
                               "[N, K/G] for a block size G that is a multiple of 16 and divides K, or [N/128, K/128] "
-                              "blocks, rounded up)",
+                              "or [N, K/128] blocks, rounded up)",
                               feather_reader_path(r), e->scale->name, ss, e->tensor->name, (unsigned long long)e->n,
                               (unsigned long long)e->k);
             goto done;

@@ -448,25 +448,28 @@ TEST(convert_fp8_scales_that_fit_nothing_are_refused) {
     feather_ctx_free(ctx);
 }
 
-/* Writes an fp8 checkpoint of e4m3 weights with DeepSeek's scales of 128 x 128 blocks
- * (X.weight_scale_inv, [ceil(N/128), ceil(K/128)]), codes and scales chosen here: no NaN codes,
- * every block its own power-of-two scale. */
-static int write_block_scaled(const char *path, const char *const *names, const uint64_t (*shape)[2], int nw) {
+/* Writes an fp8 checkpoint of e4m3 weights [shape[i][0], shape[i][1]] whose scales cover blocks
+ * of shape[i][2] rows by 128 columns, the last ones short: DeepSeek's X.weight_scale_inv
+ * [ceil(N/128), ceil(K/128)] (128 rows), or compressed-tensors' group scales X.weight_scale
+ * [N, ceil(K/128)] (1 row). Codes and scales chosen here: no NaN codes, every block its own
+ * power-of-two scale. */
+static int write_block_scaled(const char *path, const char *const *names, const uint64_t (*shape)[3], int nw) {
     feather_error err = {0};
     feather_writer *w;
     feather_write_options wo = {.no_hashes = 1, .overwrite = 1};
     if (feather_writer_open(&w, path, &wo, &err)) return -1;
     char sname[256];
     for (int i = 0; i < nw; i++) {
-        const uint64_t ss[2] = {(shape[i][0] + 127) / 128, (shape[i][1] + 127) / 128};
-        snprintf(sname, sizeof sname, "%s_scale_inv", names[i]);
+        const uint64_t ss[2] = {(shape[i][0] + shape[i][2] - 1) / shape[i][2], (shape[i][1] + 127) / 128};
+        snprintf(sname, sizeof sname, "%s%s", names[i], shape[i][2] > 1 ? "_scale_inv" : "_scale");
         if (feather_writer_tensor(w, names[i], FEATHER_F8_E4M3, 2, shape[i], &err) ||
             feather_writer_tensor(w, sname, FEATHER_F32, 2, ss, &err))
             goto fail;
     }
     if (feather_writer_begin(w, &err)) goto fail;
     for (int i = 0; i < nw; i++) {
-        const uint64_t nk = shape[i][0] * shape[i][1], ns = ((shape[i][0] + 127) / 128) * ((shape[i][1] + 127) / 128);
+        const uint64_t nk = shape[i][0] * shape[i][1],
+                       ns = ((shape[i][0] + shape[i][2] - 1) / shape[i][2]) * ((shape[i][1] + 127) / 128);
         uint8_t *q = malloc(nk);
         float *sc = malloc(ns * sizeof(float));
         if (!q || !sc) { free(q); free(sc); goto fail; }
@@ -484,17 +487,19 @@ fail:
 }
 
 /* An fp8 checkpoint with scales of 128 x 128 blocks (DeepSeek-V3, Qwen3-FP8, compressed-tensors'
- * block strategy): each weight's scale tensor is found under its _scale_inv name and read by its
- * shape, so a layer kept in BF16 is bf16(code x its block's scale) to the bit, also where the
- * scales are as many as the rows ([256, 16384]: [2, 128]); converted layers are requantised
- * (the packed layout's scales follow rows), their _scale_inv dropped, and feather-verify measures
- * them against the dequantised original. With every layer excluded there is nothing to convert. */
+ * block strategy), or of groups of 128 along the rows with a short last one (compressed-tensors'
+ * group strategy at K = 400): each weight's scale tensor is found (under its _scale_inv name for
+ * the blocks) and read by its shape, so a layer kept in BF16 is bf16(code x its block's scale) to
+ * the bit, also where the scales are as many as the rows ([256, 16384]: [2, 128]); converted
+ * layers are requantised (the packed layout's scales follow rows, in groups that divide K), the
+ * input's scales dropped, and feather-verify measures them against the dequantised original. With
+ * every layer excluded there is nothing to convert. */
 TEST(convert_fp8_scales_of_128x128_blocks) {
     static const char *const names[] = {"model.layers.0.mlp.down_proj.weight", "model.layers.0.mlp.up_proj.weight",
-                                        "model.layers.0.self_attn.q_proj.weight"};
-    static const uint64_t shape[][2] = {{200, 400}, {256, 16384}, {128, 256}};
+                                        "model.layers.0.mlp.gate_proj.weight", "model.layers.0.self_attn.q_proj.weight"};
+    static const uint64_t shape[][3] = {{200, 400, 128}, {256, 16384, 128}, {64, 400, 1}, {128, 256, 128}};
     const char *in = test_path("ds.safetensors"), *out = test_path("ds-out.safetensors");
-    REQUIRE(write_block_scaled(in, names, shape, 3) == 0);
+    REQUIRE(write_block_scaled(in, names, shape, 4) == 0);
     feather_ctx *ctx = feather_ctx_new(2);
     feather_convert_options o;
     feather_convert_result res;
@@ -510,9 +515,9 @@ TEST(convert_fp8_scales_of_128x128_blocks) {
     feather_reader *r, *ri;
     REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
     REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         char sname[256];
-        snprintf(sname, sizeof sname, "%s_scale_inv", names[i]);
+        snprintf(sname, sizeof sname, "%s%s", names[i], shape[i][2] > 1 ? "_scale_inv" : "_scale");
         const feather_tensor *w = feather_find(r, names[i]), *wi = feather_find(ri, names[i]), *si = feather_find(ri, sname);
         REQUIRE(w && wi && si && w->dtype == FEATHER_BF16 && !feather_find(r, sname));
         const void *dw, *dq, *ds;
@@ -521,7 +526,7 @@ TEST(convert_fp8_scales_of_128x128_blocks) {
         const uint64_t n = shape[i][0], k = shape[i][1], cols = (k + 127) / 128;
         uint64_t bad = 0;
         for (uint64_t j = 0; j < n * k; j++) {
-            const float s = ((const float *)ds)[(j / k / 128) * cols + (j % k) / 128];
+            const float s = ((const float *)ds)[(j / k / shape[i][2]) * cols + (j % k) / 128];
             bad += ((const uint16_t *)dw)[j] !=
                    feather_f32_to_bf16(feather_fp8_to_f32(((const uint8_t *)dq)[j], FEATHER_FP8_E4M3FN) * s);
         }
@@ -541,7 +546,7 @@ TEST(convert_fp8_scales_of_128x128_blocks) {
     CHECK_STR_CONTAINS(test_cmd_output(), "drop");
     REQUIRE(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in) == 0);
     REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
-    CHECK_STR_CONTAINS(test_cmd_output(), "3 measured");
+    CHECK_STR_CONTAINS(test_cmd_output(), "4 measured");
 }
 
 TEST(convert_cli_bad_inputs_get_one_line_and_status) {
