@@ -52,6 +52,15 @@ static void stem_of(const char *path, char *stem, size_t len, int *index) {
         }
 }
 
+/* Whether a kept weight is quantised in a format feather does not read: not float, not fp8,
+ * with a scale beside it (NVFP4's U8 pairs of codes, an int8 weight). */
+static int other_quantised(feather_reader *r, const feather_plan_entry *e) {
+    const feather_tensor *t = e->tensor;
+    return e->action == FEATHER_KEEP && t->ndim == 2 && feather_ends_with(t->name, ".weight") && !feather_is_fp8(t->dtype) &&
+           t->dtype != FEATHER_F16 && t->dtype != FEATHER_BF16 && t->dtype != FEATHER_F32 &&
+           feather_fp8_scale_of(r, t->name);
+}
+
 feather_status feather_default_output(const char *input, const char *dir, feather_fp8 fmt, int zstd,
                                       char *buf, size_t len, feather_error *err) {
     char stem[1024], in_dir[4096];
@@ -816,13 +825,15 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     options_string(o, feather_plan_preset(c.plan), c.options, sizeof c.options);
     snprintf(res->preset, sizeof res->preset, "%s", feather_plan_preset(c.plan));
     /* One warning for each kind, however many layers (the first one named). */
-    size_t nreq = 0, ndeq = 0;
-    const feather_tensor *first_req = NULL, *first_deq = NULL;
+    size_t nreq = 0, ndeq = 0, nother = 0;
+    const feather_tensor *first_req = NULL, *first_deq = NULL, *first_other = NULL;
     for (size_t i = 0; i < feather_plan_count(c.plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c.plan, i);
-        c.total += e->tensor->nbytes;
-        if (e->action == FEATHER_REQUANT && !nreq++) first_req = e->tensor;
-        if (e->action == FEATHER_DEQUANT && !ndeq++) first_deq = e->tensor;
+        const feather_tensor *t = e->tensor;
+        c.total += t->nbytes;
+        if (e->action == FEATHER_REQUANT && !nreq++) first_req = t;
+        if (e->action == FEATHER_DEQUANT && !ndeq++) first_deq = t;
+        if (o->layout == FEATHER_LAYOUT_PACKED && other_quantised(c.r, e) && !nother++) first_other = t;
     }
     if (nreq)
         warn(res, "%zu fp8 layer%s (%s: %s%s) requantised to %s: the rounding errors add up", nreq, nreq == 1 ? "" : "s",
@@ -832,6 +843,11 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
         warn(res, "%zu fp8 layer%s not converted (%s%s) dequantised to BF16: the output's loader would run them as "
                   "plain weights, without their scales (see --plan)",
              ndeq, ndeq == 1 ? "" : "s", first_deq->name, ndeq > 1 ? ", …" : "");
+    if (nother)
+        warn(res, "%zu layer%s quantised in a format feather does not read (%s: %s%s) kept as they are: the packed "
+                  "layout's loader would run them as plain weights",
+             nother, nother == 1 ? "" : "s", first_other->name, feather_dtype_name(first_other->dtype),
+             nother > 1 ? ", …" : "");
     res->bytes_in = feather_plan_bytes_in(c.plan);
     res->bytes_out = feather_plan_bytes_out(c.plan);
 

@@ -549,6 +549,37 @@ TEST(convert_fp8_scales_of_128x128_blocks) {
     CHECK_STR_CONTAINS(test_cmd_output(), "4 measured");
 }
 
+/* A layer quantised in a format feather does not read (NVFP4: U8 pairs of codes beside their
+ * scales) is kept as it is, with a warning in the packed layout, whose loader would run it as a
+ * plain weight; the comfy layout's loader reads it by its tag: no warning there. */
+TEST(convert_warns_of_layers_in_other_quantised_formats) {
+    static const tspec t[] = {{"a.weight", FEATHER_U8, 2, {64, 32}}, {"a.weight_scale", FEATHER_F8_E4M3, 2, {64, 4}},
+                              {"a.weight_scale_2", FEATHER_F32, 0, {0}}, {"b.weight", FEATHER_BF16, 2, {64, 64}}};
+    const char *in = test_path("nvfp4.safetensors"), *out = test_path("nvfp4-out.safetensors");
+    REQUIRE(tu_write_model(in, t, 4, 1, NULL) == 0);
+    feather_ctx *ctx = feather_ctx_new(1);
+    for (int comfy = 0; comfy < 2; comfy++) {
+        feather_convert_options o;
+        feather_convert_defaults(&o);
+        o.overwrite = 1;
+        if (comfy) {
+            o.layout = FEATHER_LAYOUT_COMFY;
+            o.quant.mode = FEATHER_SCALE_TENSOR;
+        }
+        feather_convert_result res;
+        feather_error err = {0};
+        feather_status st = feather_convert(ctx, in, out, &o, &res, &err);
+        if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+        REQUIRE(st == FEATHER_OK);
+        CHECK_EQ_U(res.tensors_converted, 1);
+        int warned = 0;
+        for (int i = 0; i < res.nwarnings; i++)
+            warned |= strstr(res.warnings[i], "1 layer quantised in a format feather does not read (a.weight: U8)") != NULL;
+        CHECK(warned == !comfy);
+    }
+    feather_ctx_free(ctx);
+}
+
 TEST(convert_cli_bad_inputs_get_one_line_and_status) {
     const char *in = test_path("m.safetensors");
     REQUIRE(tu_write_model(in, small_model, NSMALL, 1, NULL) == 0);
