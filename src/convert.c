@@ -840,14 +840,16 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
              first_req->name, feather_dtype_name(first_req->dtype), nreq > 1 ? ", …" : "",
              feather_fp8_name(o->quant.format));
     if (ndeq)
-        warn(res, "%zu fp8 layer%s not converted (%s%s) dequantised to BF16: the output's loader would run them as "
-                  "plain weights, without their scales (see --plan)",
-             ndeq, ndeq == 1 ? "" : "s", first_deq->name, ndeq > 1 ? ", …" : "");
+        warn(res, "%zu fp8 layer%s not converted (%s%s) dequantised to BF16: the output's loader would run %s, "
+                  "without %s (see --plan)",
+             ndeq, ndeq == 1 ? "" : "s", first_deq->name, ndeq > 1 ? ", …" : "",
+             ndeq == 1 ? "it as a plain weight" : "them as plain weights", ndeq == 1 ? "its scale" : "their scales");
     if (nother)
-        warn(res, "%zu layer%s quantised in a format feather does not read (%s: %s%s) kept as they are: the packed "
-                  "layout's loader would run them as plain weights",
+        warn(res, "%zu layer%s quantised in a format feather does not read (%s: %s%s) kept as %s: the packed "
+                  "layout's loader would run %s",
              nother, nother == 1 ? "" : "s", first_other->name, feather_dtype_name(first_other->dtype),
-             nother > 1 ? ", …" : "");
+             nother > 1 ? ", …" : "", nother == 1 ? "it is" : "they are",
+             nother == 1 ? "it as a plain weight" : "them as plain weights");
     res->bytes_in = feather_plan_bytes_in(c.plan);
     res->bytes_out = feather_plan_bytes_out(c.plan);
 
