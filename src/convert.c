@@ -57,8 +57,7 @@ static void stem_of(const char *path, char *stem, size_t len, int *index) {
 static int other_quantised(feather_reader *r, const feather_plan_entry *e) {
     const feather_tensor *t = e->tensor;
     return e->action == FEATHER_KEEP && t->ndim == 2 && feather_ends_with(t->name, ".weight") && !feather_is_fp8(t->dtype) &&
-           t->dtype != FEATHER_F16 && t->dtype != FEATHER_BF16 && t->dtype != FEATHER_F32 &&
-           feather_fp8_scale_of(r, t->name);
+           !feather_is_float(t->dtype) && feather_fp8_scale_of(r, t->name);
 }
 
 feather_status feather_default_output(const char *input, const char *dir, feather_fp8 fmt, int zstd,

@@ -41,7 +41,7 @@ static int mode_by_count(uint64_t count, uint64_t n, uint64_t k, feather_scale_l
 
 int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L) {
     memset(L, 0, sizeof *L);
-    if (s && s->dtype != FEATHER_F32 && s->dtype != FEATHER_BF16 && s->dtype != FEATHER_F16) return -2;
+    if (s && !feather_is_float(s->dtype)) return -2;
     if (!s || s->nelem == 1 || s->ndim != 2) return mode_by_count(s ? s->nelem : 1, n, k, L);
     /* A 2-D tensor says what it is by its shape: its rows are the weight's rows, or blocks of
      * 128 of them (a count alone mistakes [N/128, K/128] for N channel scales at K = 16384). */

@@ -69,8 +69,8 @@ typedef struct feather_scale_layout {
 
 /* The layout of scale tensor s (NULL: one scale of 1) of an fp8 weight [N, K], told by its
  * shape: one element: tensor; [N] or [N, 1]: channel; [N, K/G] for G a multiple of 16 dividing
- * K: block:G; [⌈N/128⌉, ⌈K/128⌉] or [N, ⌈K/128⌉]: blocks with short last ones. A 1-D tensor of N · K/G elements is block:G too,
- * as feather's own files and older writers hold them. -1 when it fits none, -2 when s is not
+ * K: block:G; [⌈N/128⌉, ⌈K/128⌉] or [N, ⌈K/128⌉]: blocks with short last ones. A 1-D tensor
+ * of N · K/G elements is block:G too, as feather's own files and older writers hold them. -1 when it fits none, -2 when s is not
  * F16, BF16 or F32 (MXFP8's E8M0 or integer scales). */
 int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L);
 
@@ -98,6 +98,9 @@ static inline int feather_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && !strcmp(s + n - m, suffix);
 }
+
+/* Whether d is one of the float dtypes weights, activations and scales are read in (F16, BF16, F32). */
+static inline int feather_is_float(feather_dtype d) { return d == FEATHER_F16 || d == FEATHER_BF16 || d == FEATHER_F32; }
 
 /* Whether d is one of the fp8 dtypes an fp8 checkpoint's weights come in (E5M2, E4M3). */
 static inline int feather_is_fp8(feather_dtype d) { return d == FEATHER_F8_E5M2 || d == FEATHER_F8_E4M3; }

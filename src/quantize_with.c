@@ -181,7 +181,7 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
     if (!opts) return feather_fail(err, FEATHER_E_ARG, "quantize: no options given");
     const char *name = opts->name;
 #define FAIL(code, ...) fail_tensor(err, code, name, __VA_ARGS__)
-    if (dtype != FEATHER_F16 && dtype != FEATHER_BF16 && dtype != FEATHER_F32)
+    if (!feather_is_float(dtype))
         return FAIL(FEATHER_E_ARG, "cannot quantise dtype %s (F16, BF16 or F32 expected)",
                     feather_dtype_name(dtype));
     if (opts->format != FEATHER_FP8_E5M2 && opts->format != FEATHER_FP8_E4M3FN)

@@ -630,7 +630,7 @@ feather_status feather_scale_check_options(const feather_quant_options *o, feath
     char pre[320], m[32];
     if (!o) return feather_fail(err, FEATHER_E_ARG, "missing quantisation options");
     name_prefix(o, pre, sizeof pre);
-    if (dt != FEATHER_F16 && dt != FEATHER_BF16 && dt != FEATHER_F32)
+    if (!feather_is_float(dt))
         return feather_fail(err, FEATHER_E_ARG, "%sdtype %s cannot be quantised (F16, BF16 or F32)",
                             pre, feather_dtype_name(dt));
     if (o->format != FEATHER_FP8_E5M2 && o->format != FEATHER_FP8_E4M3FN)

@@ -3,8 +3,8 @@
  * A tensor is converted when it is the 2-D weight of a linear layer in a float dtype whose
  * shape the kernel takes (N a multiple of 8, K of 16: feather_gemm_supported), not an embedding
  * table, a norm's scale or a LoRA factor, not a part of a full checkpoint other than its
- * diffusion model, and neither a preset nor --exclude keeps it. Everything else is copied byte for byte, and the plan
- * says why. */
+ * diffusion model, and neither a preset nor --exclude keeps it. Everything else is copied byte
+ * for byte, and the plan says why. */
 #include "internal.h"
 #include "feather/convert.h"
 
@@ -301,7 +301,6 @@ static int has_comfy_tag(feather_reader *r, const feather_tensor *w, cJSON *cons
     return feather_find(r, tag) != NULL;
 }
 
-static int is_float16_or_32(feather_dtype d) { return d == FEATHER_F16 || d == FEATHER_BF16 || d == FEATHER_F32; }
 
 /* Whether the input is a feather packed file: its fp8 weights are [K/16, N, 16]. */
 static int input_is_packed(feather_reader *r) {
@@ -379,7 +378,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         set(e, FEATHER_KEEP, "not a weight: the name does not end in .weight (%s %s)", dt, shp);
         return 0;
     }
-    if (!is_float16_or_32(t->dtype) && !fp8) {
+    if (!feather_is_float(t->dtype) && !fp8) {
         set(e, FEATHER_KEEP, "dtype %s is not a float weight", dt);
         return 0;
     }

@@ -149,8 +149,7 @@ static feather_status activations(feather_ctx *ctx, feather_reader *act, const c
     }
     const void *src = NULL;
     if (t) {
-        if (t->ndim != 2 || t->shape[1] != k ||
-            (t->dtype != FEATHER_F16 && t->dtype != FEATHER_BF16 && t->dtype != FEATHER_F32))
+        if (t->ndim != 2 || t->shape[1] != k || !feather_is_float(t->dtype))
             return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': activations must be F16/BF16/F32 [M, %llu]",
                                 feather_reader_path(act), t->name, (unsigned long long)k);
         rows = t->shape[0];
@@ -468,7 +467,7 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
 static int fp8_companion(feather_reader *r, const feather_tensor *rt) {
     static const char *const tails[] = {".weight_scale", ".weight_scale_inv", ".scale_weight", ".comfy_quant"};
     if (feather_is_scaled_fp8_marker(rt)) return 1;
-    for (int i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++)
         if (feather_ends_with(rt->name, tails[i])) {
             char w[4200];
             snprintf(w, sizeof w, "%.*s.weight", (int)(strlen(rt->name) - strlen(tails[i])), rt->name);
@@ -668,7 +667,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                 } else if (rt->ndim != 2 || rt->shape[0] != n || rt->shape[1] != k) {
                     note(p_ref, sizeof p_ref, "the reference tensor's shape is not the recorded [%llu, %llu]",
                          (unsigned long long)n, (unsigned long long)k);
-                } else if (rt->dtype != FEATHER_F16 && rt->dtype != FEATHER_BF16 && rt->dtype != FEATHER_F32) {
+                } else if (!feather_is_float(rt->dtype)) {
                     note(p_ref, sizeof p_ref, "the reference tensor is %s: errors are measured against a float or fp8 original",
                          feather_dtype_name(rt->dtype));
                 } else {
