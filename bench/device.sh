@@ -74,7 +74,8 @@ fi
 t2=$(date +%s)
 # VERIFY=1: the verification benchmark (CPU and GPU matmul), Python's safetensors loading
 # converted outputs (packed, and repacked to the comfy layout), and an fp8 checkpoint with 128 x 128
-# block scales written by torch, read back against torch's dequantisation.
+# block scales and ComfyUI's MXFP8 and NVFP4 layers written by torch, read back against torch's
+# dequantisation.
 if [ "${VERIFY:-0}" = 1 ]; then
     FEATHER_BIN=$B sh bench/verify_bench.sh /tmp/feather-vbench 2 >"$OUT/verify_bench.txt" 2>&1
     s=/tmp/feather-load
@@ -86,6 +87,8 @@ if [ "${VERIFY:-0}" = 1 ]; then
     echo "load check rc $?" >>"$OUT/load_check.txt"
     python3 bench/fp8_blocks_check.py "$B" /tmp/feather-fp8-blocks >>"$OUT/load_check.txt" 2>&1
     echo "fp8 blocks check rc $?" >>"$OUT/load_check.txt"
+    python3 bench/mx_nv_check.py "$B" /tmp/feather-mx-nv >>"$OUT/load_check.txt" 2>&1
+    echo "MXFP8 and NVFP4 check rc $?" >>"$OUT/load_check.txt"
 fi
 # QUANT=1: GPU-assisted quantisation, host memory to host memory, then whole conversions from
 # the page cache (in /dev/shm when it holds the input and two outputs, else on disk).

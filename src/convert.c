@@ -410,15 +410,25 @@ static feather_status take_buffer(conv *c, int slot, uint64_t bytes) {
     return FEATHER_OK;
 }
 
-/* Dequantises an fp8 input weight with its scales into c->wide (f32). */
+/* Dequantises an fp8 or NVFP4 input weight with its scales into c->wide (f32). */
 static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot) {
     feather_scale_layout L;
     const uint64_t nk = e->n * e->k;
     feather_status st = read_scales(c, e, &c->s_caps[slot], &L);
     c->ss[slot] = c->scales;
     if (st || (st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), c->err))) return st;
-    feather_dequantize(data, e->tensor->ndim == 3, feather_fp8_of(e->tensor->dtype), L.mode, L.group, c->scales, e->n,
-                       e->k, c->wide);
+    if (!e->scale2) {
+        feather_dequantize(data, e->tensor->ndim == 3, feather_fp8_of(e->tensor->dtype), L.mode, L.group, c->scales,
+                           e->n, e->k, c->wide);
+        return FEATHER_OK;
+    }
+    const void *d2;
+    if ((st = feather_tensor_data(c->r, e->scale2, &d2, c->err))) return st;
+    const float g = feather_load_f32(e->scale2->dtype, d2, 0);
+    if (!isfinite(g) || !(g > 0))
+        return feather_fail(c->err, FEATHER_E_INVALID, "%s: tensor '%s': tensor scale %g (must be finite and > 0)",
+                            feather_reader_path(c->r), e->scale2->name, g);
+    feather_dequantize_nvfp4(data, c->scales, g, e->n, e->k, c->wide);
     return FEATHER_OK;
 }
 
@@ -835,11 +845,11 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
         if (o->layout == FEATHER_LAYOUT_PACKED && other_quantised(c.r, e) && !nother++) first_other = t;
     }
     if (nreq)
-        warn(res, "%zu fp8 layer%s (%s: %s%s) requantised to %s: the rounding errors add up", nreq, nreq == 1 ? "" : "s",
-             first_req->name, feather_dtype_name(first_req->dtype), nreq > 1 ? ", …" : "",
+        warn(res, "%zu quantised layer%s (%s: %s%s) requantised to %s: the rounding errors add up", nreq,
+             nreq == 1 ? "" : "s", first_req->name, feather_dtype_name(first_req->dtype), nreq > 1 ? ", …" : "",
              feather_fp8_name(o->quant.format));
     if (ndeq)
-        warn(res, "%zu fp8 layer%s not converted (%s%s) dequantised to BF16: the output's loader would run %s, "
+        warn(res, "%zu quantised layer%s not converted (%s%s) dequantised to BF16: the output's loader would run %s, "
                   "without %s (see --plan)",
              ndeq, ndeq == 1 ? "" : "s", first_deq->name, ndeq > 1 ? ", …" : "",
              ndeq == 1 ? "it as a plain weight" : "them as plain weights", ndeq == 1 ? "its scale" : "their scales");

@@ -1,11 +1,12 @@
 /* Dequantisation of plain (N, K) or packed (K/16, N, 16) fp8 codes to f32: out = f32(q) · s,
  * one f32 multiply, with the scale chosen by the mode (see quant.h): none, absmax and tensor
- * use scales[0] (1 when scales is NULL), channel scales[n], block scales[n·K/G + k/G]. Also
- * how an fp8 checkpoint's scales are found and read: their tensor's name and, from its shape,
- * their layout. */
+ * use scales[0] (1 when scales is NULL), channel scales[n], block scales[n·K/G + k/G]; and of
+ * ComfyUI's NVFP4 codes. Also how a quantised checkpoint's scales are found and read: their
+ * tensor's name, their layer's ComfyUI format and, from their shape, their layout. */
 #include "internal.h"
 #include "feather/quant.h"
 
+#include <cJSON.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -39,8 +40,22 @@ static int mode_by_count(uint64_t count, uint64_t n, uint64_t k, feather_scale_l
     return -1;
 }
 
+/* 8-bit block scales in cuBLAS's tiles (see internal.h): ComfyUI's MXFP8 (E8M0 per 32 values)
+ * and NVFP4 (E4M3 per 16) layers. */
+static int swizzled_layout(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L) {
+    const unsigned g = s->dtype == FEATHER_F8_E8M0 ? 32 : 16;
+    const uint64_t groups = k / g;
+    if (s->ndim != 2 || k % g || s->shape[0] != (n + 127) / 128 * 128 || s->shape[1] != (groups + 3) / 4 * 4) return -2;
+    L->mode = FEATHER_SCALE_BLOCK;
+    L->group = g;
+    L->swizzled = 1;
+    L->count = n * groups;
+    return 0;
+}
+
 int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L) {
     memset(L, 0, sizeof *L);
+    if (s && (s->dtype == FEATHER_F8_E8M0 || s->dtype == FEATHER_F8_E4M3)) return swizzled_layout(s, n, k, L);
     if (s && !feather_is_float(s->dtype)) return -2;
     if (!s || s->nelem == 1 || s->ndim != 2) return mode_by_count(s ? s->nelem : 1, n, k, L);
     /* A 2-D tensor says what it is by its shape: its rows are the weight's rows, or blocks of
@@ -61,9 +76,23 @@ int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, fea
     return -1;
 }
 
+/* Where scale (row r, group c) of a swizzled tensor of cols columns lies. */
+static uint64_t swizzled_at(uint64_t r, uint64_t c, uint64_t cols) {
+    return ((r / 128) * (cols / 4) + c / 4) * 512 + (r % 32) * 16 + (r % 128 / 32) * 4 + c % 4;
+}
+
 uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t k,
                              float *out) {
     const uint64_t count = s ? s->nelem : 1;
+    if (L->swizzled) {
+        const uint64_t per_row = k / L->group;
+        for (uint64_t i = 0; i < L->count; i++) {
+            const uint64_t at = swizzled_at(i / per_row, i % per_row, s->shape[1]);
+            const float v = out[i] = feather_load_f32(s->dtype, sd, at);
+            if (!isfinite(v) || v < 0) return at;
+        }
+        return count;
+    }
     for (uint64_t i = 0; i < count; i++) {
         const float v = s ? feather_load_f32(s->dtype, sd, i) : 1.0f;
         if (!isfinite(v) || !(v > 0)) return i;
@@ -75,6 +104,73 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
             out[i] = feather_load_f32(s->dtype, sd, (i / per_row / L->rows) * cols + (i % per_row) * L->group / 128);
     }
     return count;
+}
+
+void feather_dequantize_nvfp4(const uint8_t *q, const float *scales, float tensor_scale, uint64_t n, uint64_t k,
+                              float *out) {
+    static const double e2m1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
+    for (uint64_t i = 0; i < n * k; i += 2) {
+        /* code × block scale has at most 2 + 4 significant bits and times the tensor scale 30:
+         * exact in double, so the one rounding is to f32. */
+        const double s = (double)scales[i / 16] * tensor_scale;
+        const uint8_t b = q[i / 2];
+        out[i] = (float)(e2m1[b >> 4] * s);
+        out[i + 1] = (float)(e2m1[b & 15] * s);
+    }
+}
+
+void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt, size_t len) {
+    char layer[4096], tag[4200];
+    fmt[0] = 0;
+    if (!feather_ends_with(w->name, ".weight") || strlen(w->name) >= sizeof layer) return;
+    snprintf(layer, sizeof layer, "%.*s", (int)(strlen(w->name) - 7), w->name);
+    snprintf(tag, sizeof tag, "%s.comfy_quant", layer);
+    const feather_tensor *t = feather_find(r, tag);
+    cJSON *root = NULL;
+    const cJSON *conf = NULL;
+    const void *d;
+    feather_error err;
+    if (t && t->dtype == FEATHER_U8) {
+        /* a reader of the header alone (a plan) sees the tag but not what it says */
+        if (feather_tensor_data(r, t, &d, &err)) {
+            snprintf(fmt, len, "?");
+            return;
+        }
+        conf = root = cJSON_ParseWithLength(d, t->nbytes);
+    } else {
+        const char *qm = feather_metadata_get(r, w->shard, "_quantization_metadata");
+        root = qm ? cJSON_Parse(qm) : NULL;
+        conf = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "layers"), layer);
+    }
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(conf, "format");
+    if (cJSON_IsString(f)) snprintf(fmt, len, "%s", f->valuestring);
+    cJSON_Delete(root);
+}
+
+int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const feather_tensor *s,
+                            const feather_tensor *s2, uint64_t n, uint64_t k, feather_scale_layout *L) {
+    const int fit = feather_scale_layout_of(s, n, k, L);
+    if (s2)
+        return fit || s->dtype != FEATHER_F8_E4M3 || s2->nelem != 1 || !feather_is_float(s2->dtype) ||
+                       w->nbytes * 2 != n * k
+                   ? -1
+                   : 0;
+    if (fit || !L->swizzled) return fit;
+    char f[16];
+    feather_comfy_format(r, w, f, sizeof f);
+    return (strcmp(f, "mxfp8") && strcmp(f, "?")) || s->dtype != FEATHER_F8_E8M0 ? -2 : 0;
+}
+
+int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_tensor **scale2) {
+    if (w->dtype != FEATHER_U8 || w->ndim != 2) return 0;
+    char fmt[16], name[4200];
+    feather_comfy_format(r, w, fmt, sizeof fmt);
+    if (strcmp(fmt, "nvfp4") && strcmp(fmt, "?")) return 0;
+    snprintf(name, sizeof name, "%s_scale_2", w->name);
+    const feather_tensor *s2 = feather_find(r, name);
+    if (scale2) *scale2 = s2;
+    const feather_tensor *s = feather_fp8_scale_of(r, w->name);
+    return s2 && s && s->dtype == FEATHER_F8_E4M3;
 }
 
 void feather_dequantize(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode,

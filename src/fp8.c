@@ -113,6 +113,14 @@ float feather_load_f32(feather_dtype dt, const void *p, uint64_t i) {
     case FEATHER_F32: memcpy(&f, (const uint8_t *)p + 4 * i, 4); return f;
     case FEATHER_F16: memcpy(&h, (const uint8_t *)p + 2 * i, 2); return feather_f16_to_f32(h);
     case FEATHER_BF16: memcpy(&h, (const uint8_t *)p + 2 * i, 2); return feather_bf16_to_f32(h);
+    /* 8-bit block scales (MXFP8's E8M0 powers of two, NVFP4's E4M3): E8M0 e is 2^(e-127), which
+     * f32 holds down to e = 0 as a subnormal; 255 is its NaN. */
+    case FEATHER_F8_E8M0: {
+        const uint8_t e = ((const uint8_t *)p)[i];
+        return e == 255 ? NAN : e ? u2f((uint32_t)e << 23) : u2f(1u << 22);
+    }
+    case FEATHER_F8_E4M3: return feather_e4m3fn_to_f32(((const uint8_t *)p)[i]);
+    case FEATHER_F8_E5M2: return feather_e5m2_to_f32(((const uint8_t *)p)[i]);
     default: return NAN;
     }
 }

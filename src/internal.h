@@ -60,26 +60,55 @@ const char *feather_shape_str(const feather_tensor *t, char *buf, size_t len);
  * loaded; rows > 0 for blocks of rows × 128 elements, the last ones short: 128 rows for
  * DeepSeek's weight_scale_inv and compressed-tensors' block strategy ([⌈N/128⌉, ⌈K/128⌉]), 1 for
  * groups of 128 along each row where 128 does not divide K ([N, ⌈K/128⌉]). They load as every
- * row's block:group scales, group = gcd(128, K). */
+ * row's block:group scales, group = gcd(128, K). swizzled for the 8-bit block scales of
+ * ComfyUI's MXFP8 (E8M0, G = 32) and NVFP4 (E4M3, G = 16) layers, which it stores in cuBLAS's
+ * tiled order: [⌈N/128⌉ · 128, ⌈K/G/4⌉ · 4], each tile of 128 rows × 4 groups 512 bytes, row r
+ * of a tile at (r % 32) · 16 + (r / 32) · 4. */
 typedef struct feather_scale_layout {
     feather_scale_mode mode;
-    unsigned group, rows;
+    unsigned group, rows, swizzled;
     uint64_t count;
 } feather_scale_layout;
 
-/* The layout of scale tensor s (NULL: one scale of 1) of an fp8 weight [N, K], told by its
- * shape: one element: tensor; [N] or [N, 1]: channel; [N, K/G] for G a multiple of 16 dividing
- * K: block:G; [⌈N/128⌉, ⌈K/128⌉] or [N, ⌈K/128⌉]: blocks with short last ones. A 1-D tensor
- * of N · K/G elements is block:G too, as feather's own files and older writers hold them. -1 when it fits none, -2 when s is not
- * F16, BF16 or F32 (MXFP8's E8M0 or integer scales). */
+/* The layout of scale tensor s (NULL: one scale of 1) of an fp8 weight [N, K] (an NVFP4 one's
+ * [N, K] values), told by its shape: one element: tensor; [N] or [N, 1]: channel; [N, K/G] for G
+ * a multiple of 16 dividing K: block:G; [⌈N/128⌉, ⌈K/128⌉] or [N, ⌈K/128⌉]: blocks with short
+ * last ones. A 1-D tensor of N · K/G elements is block:G too, as feather's own files and older
+ * writers hold them. F8_E8M0 and F8_E4M3 scales are swizzled blocks (above), the only 8-bit ones
+ * read: the caller checks that the layer's ComfyUI tag says so. -1 when it fits none, -2 when s
+ * is of another dtype (integers, or E8M0 in another shape). */
 int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L);
 
-/* L's count scales from the data sd of scale tensor s (F16, BF16 or F32) as f32 into out, or
- * ones where s is NULL; 2-D blocks spread over the groups of their rows. Returns the index in s
- * of the first scale that is not finite and > 0, which no fp8 weight can be dequantised with,
- * or s's element count (1 without s) when there is none. */
+/* L's count scales from the data sd of scale tensor s as f32 into out, or ones where s is NULL;
+ * 2-D blocks spread over the groups of their rows. Returns the index in s of the first scale
+ * that is not finite and > 0, which no fp8 weight can be dequantised with (swizzled block scales
+ * may be 0, for a block of zeros), or s's element count (1 without s) when there is none. */
 uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t k,
                              float *out);
+
+/* NVFP4 codes [N, K/2] (two E2M1 values a byte, the even column in the high nibble, as ComfyUI
+ * packs them) to f32 [N, K]: out = code · block scale · tensor scale, the product exact in
+ * double and rounded once. scales: N · K/16 block scales in row order. */
+void feather_dequantize_nvfp4(const uint8_t *q, const float *scales, float tensor_scale, uint64_t n, uint64_t k,
+                              float *out);
+
+/* The format of the layer of weight "X.weight" in its ComfyUI tag (X.comfy_quant, or its
+ * shard's _quantization_metadata) into fmt: "" where it has none, "?" where its comfy_quant
+ * tensor cannot be read (a reader of the header alone, for a plan: the tensors around it tell). */
+void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt, size_t len);
+
+/* The layout of the scales s (and s2, an NVFP4 weight's tensor scale) of quantised weight w
+ * [N, K] in reader r, as feather_scale_layout_of, where 8-bit block scales are those of a
+ * ComfyUI layer of their format: -1 where an NVFP4 weight's are not E4M3 blocks and one float,
+ * -2 where other 8-bit scales are not E8M0 ones of an mxfp8 layer (other writers' E8M0 may be
+ * in row order). */
+int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const feather_tensor *s,
+                            const feather_tensor *s2, uint64_t n, uint64_t k, feather_scale_layout *L);
+
+/* Whether weight w is an NVFP4 layer feather reads: U8 [N, K/2] codes of a ComfyUI "nvfp4"
+ * layer, with its E4M3 block scales (X.weight_scale) and tensor scale (X.weight_scale_2, set
+ * into *scale2 when given). */
+int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_tensor **scale2);
 
 /* The scale tensor of an fp8 weight "X.weight": X.weight_scale, DeepSeek's X.weight_scale_inv
  * (multiplied too, despite its name) or the legacy X.scale_weight; NULL when it has none. */

@@ -331,7 +331,7 @@ static void keep(feather_plan_entry *e, int deq, const char *fmt, ...) {
         set(e, FEATHER_KEEP, "%s", why);
         return;
     }
-    set(e, FEATHER_DEQUANT, "%s; fp8 dequantised to BF16 (the loader runs it unscaled)", why);
+    set(e, FEATHER_DEQUANT, "%s; %s dequantised to BF16 (the loader runs it unscaled)", why, e->scale2 ? "NVFP4" : "fp8");
     e->bytes_out = 2 * e->n * e->k;
 }
 
@@ -367,7 +367,9 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     feather_shape_str(t, shp, sizeof shp);
     e->bytes_in = e->bytes_out = t->nbytes;
     const char *dt = feather_dtype_name(t->dtype);
-    int fp8 = feather_is_fp8(t->dtype);
+    /* fp8 stands for every quantised weight feather reads: fp8, and ComfyUI's NVFP4 */
+    const feather_tensor *scale2 = NULL;
+    const int nvfp4 = feather_is_nvfp4(r, t, &scale2), fp8 = feather_is_fp8(t->dtype) || nvfp4;
 
     if (name_matches(lora, t->name)) {
         set(e, FEATHER_KEEP, "LoRA factor %s %s: LoRA loaders apply it beside its base weight, not through the kernel",
@@ -382,14 +384,14 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         set(e, FEATHER_KEEP, "dtype %s is not a float weight", dt);
         return 0;
     }
-    /* fp8 inputs: a feather packed weight [K/16, N, 16] or a plain [N, K] one. */
+    /* fp8 inputs: a feather packed weight [K/16, N, 16] or a plain [N, K] one; NVFP4 [N, K/2]. */
     uint64_t n, k;
     if (fp8 && packed_in && t->ndim == 3 && t->shape[2] == 16) {
         n = t->shape[1];
         k = t->shape[0] * 16;
     } else if (t->ndim == 2) {
         n = t->shape[0];
-        k = t->shape[1];
+        k = t->shape[1] << nvfp4;
     } else {
         set(e, FEATHER_KEEP, "%u-D %s %s (only 2-D linear weights are converted)", t->ndim, dt, shp);
         return 0;
@@ -403,6 +405,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     e->n = n;
     e->k = k;
     if (fp8) e->scale = feather_fp8_scale_of(r, t->name);
+    e->scale2 = scale2;
     if (name_matches(embedding, t->name)) {
         keep(e, deq, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
         return 0;
@@ -443,16 +446,21 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         nscales = e->scale ? e->scale->nelem : 1;
         feather_fp8 in_fmt = feather_fp8_of(t->dtype);
         /* ComfyUI reads one scale per tensor: other scales cannot travel into the comfy layout;
-         * nor can 2-D blocks of scales into feather's, whose scales follow the weight's rows. */
+         * nor can 2-D blocks of scales into feather's, whose scales follow the weight's rows, nor
+         * the swizzled 8-bit ones of MXFP8. */
         feather_scale_layout L;
         const int one_scale = o->layout == FEATHER_LAYOUT_COMFY && nscales > 1;
-        const int blocks = !feather_scale_layout_of(e->scale, n, k, &L) && L.rows;
-        if (in_fmt == o->quant.format && !one_scale && !blocks) {
+        const int blocks = !feather_scale_layout_of(e->scale, n, k, &L) && (L.rows || L.swizzled);
+        if (nvfp4) {
+            set(e, FEATHER_REQUANT, "NVFP4 %s: requantised to %s (error adds up)", shp,
+                feather_fp8_name(o->quant.format));
+            nscales = feather_scale_count(&o->quant, n, k);
+        } else if (in_fmt == o->quant.format && !one_scale && !blocks) {
             set(e, FEATHER_REPACK, "%s %s %s already %s: layout changes, values do not", dt, shp,
                 packed_in ? "packed" : "plain", feather_fp8_name(in_fmt));
         } else if (one_scale || blocks) {
             set(e, FEATHER_REQUANT, "%s %s: %s requantised to %s (error adds up)", dt, shp,
-                !blocks ? "its scales" : L.rows > 1 ? "its scales of 128 x 128 blocks" : "its scales of 128-wide groups",
+                !blocks ? "its scales" : L.swizzled ? "its MXFP8 block scales" : L.rows > 1 ? "its scales of 128 x 128 blocks" : "its scales of 128-wide groups",
                 one_scale ? "the comfy layout's one per tensor" : "scales of its rows");
             nscales = feather_scale_count(&o->quant, n, k);
         } else {
@@ -537,13 +545,20 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         p->lora += (size_t)decide(r, e, o, inc, exc, have_keep ? &preset_re : NULL, &embedding, &lora, p->preset, packed_in, p->full, qj);
         /* An fp8 input's scales are used as they are, so their shape must say how. */
         feather_scale_layout L;
-        const int fit = e->action == FEATHER_REPACK || e->action == FEATHER_REQUANT || e->action == FEATHER_DEQUANT
-                            ? feather_scale_layout_of(e->scale, e->n, e->k, &L)
-                            : 0;
+        const int used = e->action == FEATHER_REPACK || e->action == FEATHER_REQUANT || e->action == FEATHER_DEQUANT;
+        if (!used) continue;
+        const int fit = feather_quant_scales_of(r, e->tensor, e->scale, e->scale2, e->n, e->k, &L);
+        if (fit && e->scale2) {
+            st = feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': the scales of NVFP4 weight '%s' fit no layout: "
+                              "E4M3 block scales in [N/128, K/64] tiles (rounded up) and one float tensor scale (%s)",
+                              feather_reader_path(r), e->scale->name, e->tensor->name, e->scale2->name);
+            goto done;
+        }
         if (fit == -2) {
-            st = feather_fail(err, FEATHER_E_UNSUPPORTED, "%s: tensor '%s': %s scales of fp8 weight '%s': only F32, BF16 or "
-                              "F16 scales are read", feather_reader_path(r), e->scale->name,
-                              feather_dtype_name(e->scale->dtype), e->tensor->name);
+            st = feather_fail(err, FEATHER_E_UNSUPPORTED, "%s: tensor '%s': %s scales %s of fp8 weight '%s': feather reads "
+                              "F32, BF16 or F16 scales, and the 8-bit block scales of ComfyUI's mxfp8 and nvfp4 layers",
+                              feather_reader_path(r), e->scale->name, feather_dtype_name(e->scale->dtype),
+                              feather_shape_str(e->scale, (char[64]){0}, 64), e->tensor->name);
             goto done;
         }
         if (fit) {
@@ -567,7 +582,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         selected += e->action != FEATHER_DEQUANT;
         if (!e->scale) continue;
         for (size_t j = 0; j < p->n; j++)
-            if (p->e[j].tensor == e->scale) {
+            if (p->e[j].tensor == e->scale || p->e[j].tensor == e->scale2) {
                 set(&p->e[j], FEATHER_DROP, "scale of %s, %s", e->tensor->name,
                     e->action == FEATHER_DEQUANT ? "applied to its BF16 values" : "rewritten with it");
                 p->e[j].bytes_out = 0;

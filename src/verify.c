@@ -421,30 +421,35 @@ static char *xstrdup_scale_name(const char *w) {
     return s;
 }
 
-/* An fp8 reference weight of [N, K] (plain, or packed as a feather file stores it) dequantised
- * with its own scales: what a file converted from an fp8 checkpoint is measured against. NULL
- * with why filled when it cannot be (its shape or scales fit nothing), or out of memory. */
+/* An fp8 reference weight of [N, K] (plain, or packed as a feather file stores it), or an NVFP4
+ * one, dequantised with its own scales: what a file converted from such a checkpoint is
+ * measured against. NULL with why filled when it cannot be (its shape or scales fit nothing),
+ * or out of memory. */
 static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const void *rd, uint64_t n, uint64_t k,
                             char *why, size_t wl) {
-    const int packed = shape_is(rt, 3, k / 16, n, 16) && k % 16 == 0;
-    if (!packed && !shape_is(rt, 2, n, k, 0)) {
+    const feather_tensor *s2 = NULL;
+    const int nvfp4 = feather_is_nvfp4(ref, rt, &s2);
+    const int packed = !nvfp4 && shape_is(rt, 3, k / 16, n, 16) && k % 16 == 0;
+    if (!packed && !shape_is(rt, 2, n, nvfp4 ? k / 2 : k, 0)) {
         snprintf(why, wl, "the reference tensor's shape is not the recorded [%llu, %llu]", (unsigned long long)n,
                  (unsigned long long)k);
         return NULL;
     }
     const feather_tensor *s = feather_fp8_scale_of(ref, rt->name);
-    const void *sd = NULL;
+    const void *sd = NULL, *d2 = NULL;
     feather_scale_layout L;
     feather_error e2;
-    const int fit = feather_scale_layout_of(s, n, k, &L);
-    if (fit || (s && feather_tensor_data(ref, s, &sd, &e2))) {
+    const int fit = feather_quant_scales_of(ref, rt, s, s2, n, k, &L);
+    if (fit || (s && feather_tensor_data(ref, s, &sd, &e2)) || (s2 && feather_tensor_data(ref, s2, &d2, &e2))) {
         char ss[64];
         snprintf(why, wl, "the reference's scales (%s, %s %s) %s", s->name, feather_dtype_name(s->dtype),
                  feather_shape_str(s, ss, sizeof ss),
-                 fit == -2 ? "are not F32, BF16 or F16" : "fit no scale layout of its weight");
+                 fit == -2 ? "are of a dtype feather does not read" : fit ? "fit no scale layout of its weight"
+                                                                      : "cannot be read");
         return NULL;
     }
     const uint64_t ns = s ? s->nelem : 1;
+    const float g = s2 ? feather_load_f32(s2->dtype, d2, 0) : 1.0f;
     float *sc = malloc(L.count * sizeof(float)), *out = malloc(n * k * sizeof(float));
     const uint64_t bad = sc ? feather_scales_load(s, sd, &L, k, sc) : 0;
     if (!sc || !out) {
@@ -452,8 +457,11 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
     } else if (bad < ns) {
         snprintf(why, wl, "the reference's scale %llu (%s) is %g: it dequantises no weight", (unsigned long long)bad,
                  s->name, feather_load_f32(s->dtype, sd, bad));
+    } else if (!isfinite(g) || !(g > 0)) {
+        snprintf(why, wl, "the reference's tensor scale (%s) is %g: it dequantises no weight", s2->name, g);
     } else {
-        feather_dequantize(rd, packed, feather_fp8_of(rt->dtype), L.mode, L.group, sc, n, k, out);
+        if (nvfp4) feather_dequantize_nvfp4(rd, sc, g, n, k, out);
+        else feather_dequantize(rd, packed, feather_fp8_of(rt->dtype), L.mode, L.group, sc, n, k, out);
         free(sc);
         return out;
     }
@@ -465,7 +473,8 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
 /* Whether a tensor of an fp8 reference that the conversion leaves out belongs to an fp8 weight
  * of the converted file (its scale or ComfyUI tag) or is a legacy scaled_fp8 marker. */
 static int fp8_companion(feather_reader *r, const feather_tensor *rt) {
-    static const char *const tails[] = {".weight_scale", ".weight_scale_inv", ".scale_weight", ".comfy_quant"};
+    static const char *const tails[] = {".weight_scale",  ".weight_scale_inv", ".weight_scale_2",
+                                        ".scale_weight", ".comfy_quant"};
     if (feather_is_scaled_fp8_marker(rt)) return 1;
     for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++)
         if (feather_ends_with(rt->name, tails[i])) {
@@ -641,7 +650,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                     job.rdata = rd;
                     job.rbytes = rt->nbytes;
                 }
-                const int rfp8 = feather_is_fp8(rt->dtype);
+                const int rfp8 = feather_is_fp8(rt->dtype) || feather_is_nvfp4(ref, rt, NULL);
                 if (!conv && rfp8 && t->dtype == FEATHER_BF16 && t->ndim == 2) {
                     /* an fp8 weight the conversion dequantised: bf16(code x scale), to the bit */
                     char why[200];

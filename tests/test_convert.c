@@ -296,7 +296,7 @@ TEST(convert_channel_scales_into_comfy_layout_are_requantised) {
     feather_status st = feather_convert(ctx, packed, comfy, &o, &res, &err);
     if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
     REQUIRE(st == FEATHER_OK);
-    CHECK(res.nwarnings == 1 && strstr(res.warnings[0], "3 fp8 layers") && strstr(res.warnings[0], "requantised"));
+    CHECK(res.nwarnings == 1 && strstr(res.warnings[0], "3 quantised layers") && strstr(res.warnings[0], "requantised"));
     feather_reader *r;
     REQUIRE(feather_open(&r, comfy, 0, &err) == FEATHER_OK);
     for (size_t i = 0; i < feather_count(r); i++) {
@@ -342,7 +342,7 @@ TEST(convert_e4m3_input_is_requantised_with_warning) {
     CHECK_EQ_U(res.tensors_converted, 3);
     CHECK(res.nwarnings >= 1);
     CHECK_EQ_U(res.nwarnings, 1); /* one for all three layers */
-    CHECK_STR_CONTAINS(res.warnings[0], "3 fp8 layers (blocks.0.attn.qkv.weight: F8_E4M3, …) requantised to e5m2");
+    CHECK_STR_CONTAINS(res.warnings[0], "3 quantised layers (blocks.0.attn.qkv.weight: F8_E4M3, …) requantised to e5m2");
     feather_reader *r;
     REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
     CHECK(!feather_find(r, "blocks.0.mlp.fc1.comfy_quant"));
@@ -377,7 +377,7 @@ TEST(convert_fp8_layer_not_converted) {
         if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
         REQUIRE(st == FEATHER_OK);
         CHECK_EQ_U(res.tensors_converted, 2);
-        CHECK(comfy || (res.nwarnings >= 1 && strstr(res.warnings[res.nwarnings - 1], "1 fp8 layer not converted "
+        CHECK(comfy || (res.nwarnings >= 1 && strstr(res.warnings[res.nwarnings - 1], "1 quantised layer not converted "
                                                                                        "(blocks.0.mlp.fc1.weight) dequantised to BF16")));
         feather_reader *r, *r4;
         REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
@@ -430,8 +430,8 @@ TEST(convert_fp8_scales_that_fit_nothing_are_refused) {
         {FEATHER_E_INVALID, "tensor 'b.weight_scale': scales [0] fit no scale layout of weight 'b.weight' [64, 64]"},
         {FEATHER_E_INVALID, "tensor 'c.weight_scale': scale "},
         {FEATHER_E_INVALID, "tensor 'd.weight_scale': scales [2, 32] fit no scale layout"},
-        {FEATHER_E_UNSUPPORTED, "tensor 'e.weight_scale': F8_E8M0 scales of fp8 weight 'e.weight'"},
-        {FEATHER_E_UNSUPPORTED, "tensor 'f.weight_scale': I32 scales of fp8 weight 'f.weight': only F32, BF16 or F16"}};
+        {FEATHER_E_UNSUPPORTED, "tensor 'e.weight_scale': F8_E8M0 scales [64, 2] of fp8 weight 'e.weight': feather reads F32, BF16 or F16"},
+        {FEATHER_E_UNSUPPORTED, "tensor 'f.weight_scale': I32 scales [1] of fp8 weight 'f.weight': feather reads"}};
     feather_ctx *ctx = feather_ctx_new(1);
     for (int i = 0; i < 6; i++) {
         const char *in = test_path("bad.safetensors"), *out = test_path("bad-out.safetensors");
@@ -578,6 +578,146 @@ TEST(convert_warns_of_layers_in_other_quantised_formats) {
         CHECK(warned == !comfy);
     }
     feather_ctx_free(ctx);
+}
+
+/* ComfyUI's MXFP8 and NVFP4 layers: an MXFP8 weight, F8_E4M3 [256, 256] with E8M0 scales per
+ * 32 values ([256, 8], tagged by _quantization_metadata), and an NVFP4 one, U8 [144, 144] codes
+ * of [144, 288] values with E4M3 scales per 16 ([256, 20]: rows and groups padded) and an F32
+ * tensor scale (tagged by its comfy_quant tensor). Both store their block scales in cuBLAS's
+ * tiles. Scale (r, c) of a tile sits at (r % 32) · 16 + (r % 128 / 32) · 4 + c % 4. */
+#define MX_N 256
+#define MX_K 256
+#define NV_N 144
+#define NV_K 288
+static uint64_t tile_at(uint64_t r, uint64_t c, uint64_t cols) {
+    return ((r / 128) * (cols / 4) + c / 4) * 512 + (r % 32) * 16 + (r % 128 / 32) * 4 + c % 4;
+}
+
+static int write_mx_nv(const char *path, int tagged, float g) {
+    static const uint64_t mxs[2] = {MX_N, MX_K}, mxss[2] = {MX_N, MX_K / 32}, nvs[2] = {NV_N, NV_K / 2},
+                          nvss[2] = {256, 20}, tag_len[1] = {sizeof "{\"format\": \"nvfp4\"}" - 1};
+    feather_error err = {0};
+    feather_writer *w;
+    feather_write_options wo = {.no_hashes = 1, .overwrite = 1};
+    if (feather_writer_open(&w, path, &wo, &err)) return -1;
+    uint8_t *mq = malloc(MX_N * MX_K), *ms = calloc(MX_N * MX_K / 32, 1), *nq = malloc(NV_N * NV_K / 2),
+            *ns = calloc(256 * 20, 1);
+    uint16_t plain[64 * 64]; /* a BF16 layer beside them */
+    for (int j = 0; j < 64 * 64; j++) plain[j] = feather_f32_to_bf16((float)(j % 7 - 3));
+    int st = !mq || !ms || !nq || !ns;
+    for (uint64_t j = 0; !st && j < MX_N * MX_K; j++) mq[j] = (uint8_t)((j * 2654435761u >> 7) % 0x7e) | (uint8_t)(j & 0x80);
+    for (uint64_t r = 0; !st && r < MX_N; r++)
+        for (uint64_t c = 0; c < MX_K / 32; c++) ms[tile_at(r, c, MX_K / 32)] = (uint8_t)(120 + (r * 7 + c * 3) % 13);
+    for (uint64_t j = 0; !st && j < NV_N * NV_K / 2; j++) nq[j] = (uint8_t)(j * 2654435761u >> 9);
+    for (uint64_t r = 0; !st && r < NV_N; r++) /* E4M3 codes 0x08 … 0x5f: 2^-6 … 22; block (5, 3) is 0 */
+        for (uint64_t c = 0; c < NV_K / 16; c++) ns[tile_at(r, c, 20)] = r == 5 && c == 3 ? 0 : (uint8_t)(8 + (r * 5 + c * 11) % 88);
+    if (tagged)
+        st = st || feather_writer_metadata(w, "_quantization_metadata",
+                                          "{\"format_version\": \"1.0\", \"layers\": {\"blocks.0.attn.qkv\": {\"format\": \"mxfp8\"}}}",
+                                          &err);
+    st = st || feather_writer_tensor(w, "blocks.0.attn.qkv.weight", FEATHER_F8_E4M3, 2, mxs, &err) ||
+         feather_writer_tensor(w, "blocks.0.attn.qkv.weight_scale", FEATHER_F8_E8M0, 2, mxss, &err) ||
+         feather_writer_tensor(w, "blocks.0.mlp.fc1.weight", FEATHER_U8, 2, nvs, &err) ||
+         feather_writer_tensor(w, "blocks.0.mlp.fc1.weight_scale", FEATHER_F8_E4M3, 2, nvss, &err) ||
+         feather_writer_tensor(w, "blocks.0.mlp.fc1.weight_scale_2", FEATHER_F32, 0, nvs, &err) ||
+         feather_writer_tensor(w, "blocks.0.mlp.fc1.comfy_quant", FEATHER_U8, 1, tag_len, &err) ||
+         feather_writer_tensor(w, "blocks.0.proj.weight", FEATHER_BF16, 2, (const uint64_t[2]){64, 64}, &err) ||
+         feather_writer_begin(w, &err) ||
+         feather_writer_write(w, mq, MX_N * MX_K, &err) || feather_writer_write(w, ms, MX_N * MX_K / 32, &err) ||
+         feather_writer_write(w, nq, NV_N * NV_K / 2, &err) || feather_writer_write(w, ns, 256 * 20, &err) ||
+         feather_writer_write(w, &g, 4, &err) || feather_writer_write(w, "{\"format\": \"nvfp4\"}", tag_len[0], &err) ||
+         feather_writer_write(w, plain, sizeof plain, &err);
+    free(mq);
+    free(ms);
+    free(nq);
+    free(ns);
+    if (st) {
+        feather_writer_abort(w);
+        return -1;
+    }
+    return feather_writer_commit(w, &err) ? -1 : 0;
+}
+
+/* The values each layer holds, worked out here from the codes and the scales' tiles. */
+static float mx_nv_value(const uint8_t *q, const uint8_t *sc, int nv, float g, uint64_t r, uint64_t c) {
+    static const double e2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    if (!nv) return feather_fp8_to_f32(q[r * MX_K + c], FEATHER_FP8_E4M3FN) * ldexpf(1.0f, sc[tile_at(r, c / 32, MX_K / 32)] - 127);
+    const uint8_t code = c % 2 ? q[r * NV_K / 2 + c / 2] & 15 : q[r * NV_K / 2 + c / 2] >> 4;
+    const double v = e2m1[code & 7] * feather_fp8_to_f32(sc[tile_at(r, c / 16, 20)], FEATHER_FP8_E4M3FN) * (double)g;
+    return (float)(code & 8 ? -v : v);
+}
+
+/* Both are read: kept in the packed layout they are BF16 of their values to the bit, their scales
+ * and tags dropped; converted they are requantised and feather-verify measures them against
+ * those values; in the comfy layout a kept one stays as it is. E8M0 scales without ComfyUI's
+ * mxfp8 tag (row order, for other writers) are refused with exit 2. */
+TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
+    const char *in = test_path("mxnv.safetensors"), *out = test_path("mxnv-out.safetensors");
+    const float g = 0.0123f;
+    REQUIRE(write_mx_nv(in, 1, g) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_result res;
+    feather_error err = {0};
+    feather_convert_defaults(&o);
+    const char *ex[] = {"qkv|fc1"}, *in_names[] = {"blocks.0.attn.qkv.weight", "blocks.0.mlp.fc1.weight"};
+    o.exclude = ex;
+    o.nexclude = 1;
+    o.overwrite = 1;
+    feather_status st = feather_convert(ctx, in, out, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    REQUIRE(st == FEATHER_OK);
+    feather_reader *r, *ri;
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
+    CHECK(!feather_find(r, "blocks.0.attn.qkv.weight_scale") && !feather_find(r, "blocks.0.mlp.fc1.weight_scale") &&
+          !feather_find(r, "blocks.0.mlp.fc1.weight_scale_2") && !feather_find(r, "blocks.0.mlp.fc1.comfy_quant"));
+    for (int nv = 0; nv < 2; nv++) {
+        const uint64_t n = nv ? NV_N : MX_N, k = nv ? NV_K : MX_K;
+        char sname[128];
+        snprintf(sname, sizeof sname, "%s_scale", in_names[nv]);
+        const feather_tensor *w = feather_find(r, in_names[nv]), *wi = feather_find(ri, in_names[nv]), *si = feather_find(ri, sname);
+        REQUIRE(w && wi && si && w->dtype == FEATHER_BF16 && w->shape[0] == n && w->shape[1] == k);
+        const void *dw, *dq, *ds;
+        REQUIRE(!feather_tensor_data(r, w, &dw, &err) && !feather_tensor_data(ri, wi, &dq, &err) &&
+                !feather_tensor_data(ri, si, &ds, &err));
+        uint64_t bad = 0, zeros = 0;
+        for (uint64_t j = 0; j < n * k; j++) {
+            const float v = mx_nv_value(dq, ds, nv, g, j / k, j % k);
+            bad += ((const uint16_t *)dw)[j] != feather_f32_to_bf16(v);
+            zeros += v == 0;
+        }
+        if (bad) test_fail(__FILE__, __LINE__, "%s: %llu of %llu values differ", in_names[nv], (unsigned long long)bad,
+                           (unsigned long long)(n * k));
+        CHECK(zeros < n * k / 4);
+    }
+    feather_close(r);
+    feather_close(ri);
+    /* the comfy layout keeps them as they are, with their scales and tags */
+    o.layout = FEATHER_LAYOUT_COMFY;
+    o.quant.mode = FEATHER_SCALE_TENSOR;
+    REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    const feather_tensor *kept = feather_find(r, "blocks.0.mlp.fc1.weight"), *ks = feather_find(r, "blocks.0.attn.qkv.weight_scale");
+    CHECK(kept && kept->dtype == FEATHER_U8 && feather_find(r, "blocks.0.mlp.fc1.weight_scale_2") &&
+          feather_find(r, "blocks.0.mlp.fc1.comfy_quant") && ks && ks->dtype == FEATHER_F8_E8M0);
+    feather_close(r);
+    feather_ctx_free(ctx);
+    /* converted, and measured against their values */
+    REQUIRE(test_run("'%s' --plan '%s'", bin("feather-convert"), in) == 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "its MXFP8 block scales requantised to scales of its rows");
+    CHECK_STR_CONTAINS(test_cmd_output(), "NVFP4 [144, 144]: requantised to e5m2");
+    REQUIRE(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in) == 0);
+    REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "3 measured");
+    /* untagged E8M0 scales: no way to tell their order */
+    REQUIRE(write_mx_nv(in, 0, g) == 0);
+    CHECK_EQ_U(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "'blocks.0.attn.qkv.weight_scale': F8_E8M0 scales [256, 8] of fp8 weight");
+    /* a tensor scale that dequantises nothing */
+    REQUIRE(write_mx_nv(in, 1, -1.0f) == 0);
+    CHECK_EQ_U(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "blocks.0.mlp.fc1.weight_scale_2': tensor scale -1");
 }
 
 TEST(convert_cli_bad_inputs_get_one_line_and_status) {

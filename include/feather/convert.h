@@ -44,7 +44,8 @@ typedef enum feather_action {
     FEATHER_KEEP = 0,   /* copied byte for byte */
     FEATHER_CONVERT,    /* quantised from F16/BF16/F32 */
     FEATHER_REPACK,     /* already fp8 with the target format: layout changes, bytes don't */
-    FEATHER_REQUANT,    /* fp8 of another format (e4m3): dequantised and quantised again */
+    FEATHER_REQUANT,    /* fp8 of another format (e4m3) or other scales, or ComfyUI's NVFP4:
+                           dequantised and quantised again */
     FEATHER_DROP,       /* consumed by another entry (an input scale or comfy_quant tensor) */
     FEATHER_DEQUANT     /* an fp8 weight not converted whose loader would run it as a plain weight,
                            ignoring its scale (the packed layout's; in the comfy layout one without
@@ -58,7 +59,9 @@ typedef struct feather_plan_entry {
     feather_action action;
     char reason[160];
     uint64_t n, k;                 /* for converted and dequantised weights: (N, K) */
-    const feather_tensor *scale;   /* for an fp8 weight: the input's scale tensor, if any */
+    const feather_tensor *scale;   /* for an fp8 weight: the input's scale tensor, if any; for
+                                      an NVFP4 one its block scales */
+    const feather_tensor *scale2;  /* for an NVFP4 weight: its tensor scale, else NULL */
     uint64_t bytes_in, bytes_out;  /* bytes_out includes the scale tensor */
 } feather_plan_entry;
 

@@ -1,0 +1,136 @@
+"""Checks feather's reading of ComfyUI's MXFP8 and NVFP4 layers against torch.
+
+    python3 bench/mx_nv_check.py BINDIR WORKDIR
+
+Writes, with torch, a checkpoint as ComfyUI stores these formats: MXFP8 (e4m3 codes, E8M0
+scales per 32 values along K) tagged in _quantization_metadata, NVFP4 (two E2M1 codes a byte,
+the even column in the high nibble, E4M3 scales per 16 values and one F32 tensor scale) tagged
+by a comfy_quant tensor; block scales in cuBLAS's tiled order (tiles of 128 rows x 4 groups,
+padded), rows and groups that do not fill a tile included. The tiles are built here with
+torch's view and permute, apart from feather's index arithmetic. Layers feather-convert keeps
+(--exclude) are dequantised to BF16 and must equal torch's dequantisation, done in float64 and
+rounded once to float32, to the bit; the converted file must be the same from the CPU and the
+GPU, and feather-verify --reference must pass on it.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import torch
+
+bindir, work = sys.argv[1:3]
+os.makedirs(work, exist_ok=True)
+gen = torch.Generator().manual_seed(11)
+E2M1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=torch.float64)
+
+
+def tiled(s):
+    """Scales [rows, groups] (uint8) in cuBLAS's tiled order: [rows/128 * 128, groups/4 * 4], padded."""
+    r, c = s.shape
+    pr, pc = -(-r // 128) * 128, -(-c // 4) * 4
+    p = torch.zeros(pr, pc, dtype=torch.uint8)
+    p[:r, :c] = s
+    t = p.view(pr // 128, 128, pc // 4, 4).permute(0, 2, 1, 3)          # tile (row block, group block)
+    t = t.reshape(-1, 4, 32, 4).transpose(1, 2)                         # row r of a tile: (r % 32, r / 32)
+    return t.reshape(pr, pc).contiguous()
+
+
+def mxfp8(n, k):
+    w = torch.randn(n, k, generator=gen) * 0.02
+    amax = w.view(n, k // 32, 32).abs().amax(-1)
+    e = (torch.ceil(torch.log2(amax / 448)).clamp(-127, 127) + 127).to(torch.uint8)
+    q = (w.view(n, k // 32, 32) / torch.exp2(e.double() - 127).unsqueeze(-1).float()).view(n, k)
+    q = q.clamp(-448, 448).to(torch.float8_e4m3fn)
+    want = (q.double().view(n, k // 32, 32) * torch.exp2(e.double() - 127).unsqueeze(-1)).view(n, k)
+    return q.view(torch.uint8), tiled(e), want.float()
+
+
+def nvfp4(n, k):
+    w = torch.randn(n, k, generator=gen) * 0.02
+    g = (w.abs().max() / (448 * 6)).float()
+    bs = (w.view(n, k // 16, 16).abs().amax(-1) / 6 / g).clamp(max=448)
+    bs[3, 1] = 0  # a block of zeros, as ComfyUI writes one
+    bs = bs.to(torch.float8_e4m3fn)
+    x = w.view(n, k // 16, 16) / (bs.float() * g).clamp(min=1e-30).unsqueeze(-1)
+    codes = (x.view(n, k).double().unsqueeze(-1) - E2M1).abs().argmin(-1).to(torch.uint8)
+    codes.view(n, k // 16, 16)[3, 1] = 0
+    packed = (codes[:, 0::2] << 4) | codes[:, 1::2]
+    want = (E2M1[codes.long()].view(n, k // 16, 16) * bs.double().unsqueeze(-1) * g.double()).view(n, k)
+    return packed, tiled(bs.view(torch.uint8)), g, want.float()
+
+
+def save(path, tensors, meta):
+    """A safetensors file from (dtype string, shape, bytes) entries."""
+    head, off, blobs = {"__metadata__": meta}, 0, []
+    for name, (dt, shape, data) in tensors.items():
+        head[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        off += len(data)
+        blobs.append(data)
+    h = json.dumps(head).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def raw(t):
+    return t.contiguous().view(torch.uint8).numpy().tobytes()
+
+
+tensors, layers, want = {}, {}, {}
+for name, (n, k) in {"blocks.0.attn.qkv": (3072, 3072), "blocks.0.attn.proj": (160, 288)}.items():
+    q, e, ref = mxfp8(n, k)
+    tensors[name + ".weight"] = ("F8_E4M3", (n, k), raw(q))
+    tensors[name + ".weight_scale"] = ("F8_E8M0", tuple(e.shape), raw(e))
+    layers[name] = {"format": "mxfp8"}
+    want[name + ".weight"] = ref
+for name, (n, k) in {"blocks.0.mlp.fc1": (3072, 1024), "blocks.0.mlp.fc2": (144, 288)}.items():
+    q, s, g, ref = nvfp4(n, k)
+    tag = json.dumps({"format": "nvfp4"}).encode()
+    tensors[name + ".weight"] = ("U8", (n, k // 2), raw(q))
+    tensors[name + ".weight_scale"] = ("F8_E4M3", tuple(s.shape), raw(s))
+    tensors[name + ".weight_scale_2"] = ("F32", (), raw(g.reshape(1)))
+    tensors[name + ".comfy_quant"] = ("U8", (len(tag),), tag)
+    want[name + ".weight"] = ref
+# one BF16 layer beside them, for the conversion that keeps them all to convert
+tensors["blocks.0.norm.linear.weight"] = ("BF16", (64, 64), raw(torch.randn(64, 64, generator=gen).to(torch.bfloat16)))
+src = os.path.join(work, "mxnv.safetensors")
+save(src, tensors, {"_quantization_metadata": json.dumps({"format_version": "1.0", "layers": layers})})
+
+
+def convert(*args, cwd=None):
+    subprocess.run([os.path.join(bindir, "feather-convert"), "-q", "--force", *args], check=True, cwd=cwd)
+
+
+def load(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head, data = json.loads(f.read(n)), f.read()
+    return head, data
+
+
+convert("--device", "cpu", "--preset", "none", "--exclude", "attn|mlp", "-o", os.path.join(work, "deq.safetensors"), src)
+head, data = load(os.path.join(work, "deq.safetensors"))
+values = 0
+for name, ref in want.items():
+    h = head[name]
+    assert h["dtype"] == "BF16" and h["shape"] == list(ref.shape), (name, h)
+    a, b = h["data_offsets"]
+    got = torch.frombuffer(bytearray(data[a:b]), dtype=torch.int16).view(ref.shape)
+    differ = (got != ref.to(torch.bfloat16).view(torch.int16)).sum().item()
+    assert differ == 0, f"{name}: {differ} of {ref.numel()} BF16 values differ from torch's"
+    values += ref.numel()
+outs = []
+for dev in ("cpu", "gpu"):
+    d = os.path.join(work, dev)
+    os.makedirs(d, exist_ok=True)
+    convert("--device", dev, "--scale", "block:32", "-o", "out.safetensors", src, cwd=d)
+    with open(os.path.join(d, "out.safetensors"), "rb") as f:
+        outs.append(f.read())
+assert outs[0] == outs[1], "the CPU and GPU conversions differ"
+r = subprocess.run([os.path.join(bindir, "feather-verify"), "--reference", src, os.path.join(work, "gpu", "out.safetensors")],
+                   capture_output=True, text=True)
+assert r.returncode == 0, r.stdout + r.stderr
+print(f"torch {torch.__version__}: {values} MXFP8 and NVFP4 values dequantised equal to torch's; CPU and GPU files "
+      "identical; " + r.stdout.strip().splitlines()[-1])
