@@ -10,7 +10,8 @@ padded), rows and groups that do not fill a tile included. The tiles are built h
 torch's view and permute, apart from feather's index arithmetic. Layers feather-convert keeps
 (--exclude) are dequantised to BF16 and must equal torch's dequantisation, done in float64 and
 rounded once to float32, to the bit; the converted file must be the same from the CPU and the
-GPU, and feather-verify --reference must pass on it.
+GPU, at --scale block:32 and at block:16 (where NVFP4 keeps its own blocks), and
+feather-verify --reference must pass on both.
 """
 import json
 import os
@@ -121,16 +122,20 @@ for name, ref in want.items():
     differ = (got != ref.to(torch.bfloat16).view(torch.int16)).sum().item()
     assert differ == 0, f"{name}: {differ} of {ref.numel()} BF16 values differ from torch's"
     values += ref.numel()
-outs = []
-for dev in ("cpu", "gpu"):
-    d = os.path.join(work, dev)
-    os.makedirs(d, exist_ok=True)
-    convert("--device", dev, "--scale", "block:32", "-o", "out.safetensors", src, cwd=d)
-    with open(os.path.join(d, "out.safetensors"), "rb") as f:
-        outs.append(f.read())
-assert outs[0] == outs[1], "the CPU and GPU conversions differ"
-r = subprocess.run([os.path.join(bindir, "feather-verify"), "--reference", src, os.path.join(work, "gpu", "out.safetensors")],
-                   capture_output=True, text=True)
-assert r.returncode == 0, r.stdout + r.stderr
+lines = []
+for scale in ("block:32", "block:16"):
+    outs = []
+    for dev in ("cpu", "gpu"):
+        d = os.path.join(work, dev)
+        os.makedirs(d, exist_ok=True)
+        convert("--device", dev, "--scale", scale, "-o", "out.safetensors", src, cwd=d)
+        with open(os.path.join(d, "out.safetensors"), "rb") as f:
+            outs.append(f.read())
+    assert outs[0] == outs[1], f"the CPU and GPU conversions differ at --scale {scale}"
+    r = subprocess.run([os.path.join(bindir, "feather-verify"), "--reference", src,
+                        os.path.join(work, "gpu", "out.safetensors")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines.append(f"--scale {scale}: " + r.stdout.strip().splitlines()[-1])
 print(f"torch {torch.__version__}: {values} MXFP8 and NVFP4 values dequantised equal to torch's; CPU and GPU files "
-      "identical; " + r.stdout.strip().splitlines()[-1])
+      "identical at block:32 and block:16")
+print("\n".join(lines))

@@ -410,8 +410,9 @@ static feather_status take_buffer(conv *c, int slot, uint64_t bytes) {
     return FEATHER_OK;
 }
 
-/* Dequantises an fp8 or NVFP4 input weight with its scales into c->wide (f32). */
-static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot) {
+/* Dequantises an fp8 or NVFP4 input weight with its scales into c->wide (f32); an NVFP4 one's
+ * block scales stay in c->scales and its tensor scale goes into *g. */
+static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot, float *g) {
     feather_scale_layout L;
     const uint64_t nk = e->n * e->k;
     feather_status st = read_scales(c, e, &c->s_caps[slot], &L);
@@ -424,19 +425,20 @@ static feather_status dequantize_input(conv *c, const feather_plan_entry *e, con
     }
     const void *d2;
     if ((st = feather_tensor_data(c->r, e->scale2, &d2, c->err))) return st;
-    const float g = feather_load_f32(e->scale2->dtype, d2, 0);
-    if (!isfinite(g) || !(g > 0))
+    *g = feather_load_f32(e->scale2->dtype, d2, 0);
+    if (!isfinite(*g) || !(*g > 0))
         return feather_fail(c->err, FEATHER_E_INVALID, "%s: tensor '%s': tensor scale %g (must be finite and > 0)",
-                            feather_reader_path(c->r), e->scale2->name, g);
-    feather_dequantize_nvfp4(data, c->scales, g, e->n, e->k, c->wide);
+                            feather_reader_path(c->r), e->scale2->name, *g);
+    feather_dequantize_nvfp4(data, c->scales, *g, e->n, e->k, c->wide);
     return FEATHER_OK;
 }
 
 /* DEQUANT: the fp8 weight as BF16 [N, K] into slot. */
 static feather_status produce_bf16(conv *c, const feather_plan_entry *e, const void *data, int slot) {
     const uint64_t nk = e->n * e->k;
+    float g;
     feather_status st = take_buffer(c, slot, 2 * nk);
-    if (st || (st = dequantize_input(c, e, data, slot))) return st;
+    if (st || (st = dequantize_input(c, e, data, slot, &g))) return st;
     uint16_t *out = (uint16_t *)c->q;
     for (uint64_t i = 0; i < nk; i++) out[i] = feather_f32_to_bf16(c->wide[i]);
     return FEATHER_OK;
@@ -481,12 +483,22 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         return FEATHER_OK;
     }
     /* REQUANT: dequantise with the input's scales, then quantise like an f32 weight. */
-    if ((st = dequantize_input(c, e, data, slot))) return st;
+    float g = 1;
+    if ((st = dequantize_input(c, e, data, slot, &g))) return st;
     if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
         return st;
     c->ss[slot] = c->scales;
     memset(&stats, 0, sizeof stats);
-    st = quantize(c, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->o->no_snr ? NULL : &stats);
+    if (e->scale2 && qo.mode == FEATHER_SCALE_BLOCK && qo.group == 16) {
+        /* NVFP4 at block:16 keeps its blocks: under block scale × tensor scale every E2M1 value
+         * (0, 0.5 … 6) is an e5m2 code, so only that product's rounding to f32 is lost (a block
+         * of zeros, scale 0, takes 1). No search: the same on every device. */
+        for (uint64_t i = 0; i < e->n * e->k / 16; i++) c->scales[i] = c->scales[i] > 0 ? c->scales[i] * g : 1.0f;
+        st = feather_quantize_with(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, c->scales, packed, c->q,
+                                   c->o->no_snr ? NULL : &stats, err);
+    } else {
+        st = quantize(c, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->o->no_snr ? NULL : &stats);
+    }
     if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
     if (!c->o->no_snr) note_snr(c, t, &stats);
     return FEATHER_OK;

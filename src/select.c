@@ -452,8 +452,9 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         const int one_scale = o->layout == FEATHER_LAYOUT_COMFY && nscales > 1;
         const int blocks = !feather_scale_layout_of(e->scale, n, k, &L) && (L.rows || L.swizzled);
         if (nvfp4) {
-            set(e, FEATHER_REQUANT, "NVFP4 %s: requantised to %s (error adds up)", shp,
-                feather_fp8_name(o->quant.format));
+            const int own = o->quant.mode == FEATHER_SCALE_BLOCK && o->quant.group == 16;
+            set(e, FEATHER_REQUANT, "NVFP4 %s: requantised to %s %s", shp, feather_fp8_name(o->quant.format),
+                own ? "in its own blocks (lossless but for the scales' rounding)" : "(error adds up; none at block:16)");
             nscales = feather_scale_count(&o->quant, n, k);
         } else if (in_fmt == o->quant.format && !one_scale && !blocks) {
             set(e, FEATHER_REPACK, "%s %s %s already %s: layout changes, values do not", dt, shp,

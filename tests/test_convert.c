@@ -693,7 +693,18 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     }
     feather_close(r);
     feather_close(ri);
+    /* NVFP4 at block:16 keeps its blocks: every value but for the scales' rounding to f32 */
+    o.quant.mode = FEATHER_SCALE_BLOCK;
+    o.quant.group = 16;
+    ex[0] = "qkv|proj";
+    REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
+    CHECK_EQ_U(res.tensors_converted, 1);
+    if (!(res.snr_worst_db > 130)) test_fail(__FILE__, __LINE__, "NVFP4 at block:16: SNR %.1f dB", res.snr_worst_db);
+    o.quant.group = 32;
+    REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
+    CHECK(res.snr_worst_db < 60);
     /* the comfy layout keeps them as they are, with their scales and tags */
+    ex[0] = "qkv|fc1";
     o.layout = FEATHER_LAYOUT_COMFY;
     o.quant.mode = FEATHER_SCALE_TENSOR;
     REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
@@ -706,7 +717,7 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     /* converted, and measured against their values */
     REQUIRE(test_run("'%s' --plan '%s'", bin("feather-convert"), in) == 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "its MXFP8 block scales requantised to scales of its rows");
-    CHECK_STR_CONTAINS(test_cmd_output(), "NVFP4 [144, 144]: requantised to e5m2");
+    CHECK_STR_CONTAINS(test_cmd_output(), "NVFP4 [144, 144]: requantised to e5m2 (error adds up; none at block:16)");
     REQUIRE(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in) == 0);
     REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "3 measured");
