@@ -353,6 +353,19 @@ TEST(convert_e4m3_input_is_requantised_with_warning) {
     feather_ctx_free(ctx);
 }
 
+/* Converts in to out with o, which overwrites and keeps the layers ex[0] matches; a failure
+ * fails the test with the library's message. */
+static feather_status convert_excluding(feather_ctx *ctx, const char *in, const char *out, feather_convert_options *o,
+                                        const char **ex, feather_convert_result *res) {
+    feather_error err = {0};
+    o->exclude = ex;
+    o->nexclude = 1;
+    o->overwrite = 1;
+    const feather_status st = feather_convert(ctx, in, out, o, res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    return st;
+}
+
 /* An fp8 layer that is not converted (--exclude): in the comfy layout it is kept as it is, with
  * what ComfyUI needs to load it (its .comfy_quant tag and _quantization_metadata entry); in the
  * packed layout, whose loader runs such layers as plain weights without their scales, it becomes
@@ -370,12 +383,7 @@ TEST(convert_fp8_layer_not_converted) {
     for (int comfy = 0; comfy < 2; comfy++) {
         if (comfy) comfy_e4m3(&o);
         else feather_convert_defaults(&o);
-        o.exclude = ex;
-        o.nexclude = 1;
-        o.overwrite = 1;
-        feather_status st = feather_convert(ctx, c4, out, &o, &res, &err);
-        if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
-        REQUIRE(st == FEATHER_OK);
+        REQUIRE(convert_excluding(ctx, c4, out, &o, ex, &res) == FEATHER_OK);
         CHECK_EQ_U(res.tensors_converted, 2);
         CHECK(comfy || (res.nwarnings >= 1 && strstr(res.warnings[res.nwarnings - 1], "1 quantised layer not converted "
                                                                                        "(blocks.0.mlp.fc1.weight) dequantised to BF16")));
@@ -506,12 +514,7 @@ TEST(convert_fp8_scales_of_128x128_blocks) {
     feather_error err = {0};
     feather_convert_defaults(&o);
     const char *ex[] = {"mlp"};
-    o.exclude = ex;
-    o.nexclude = 1;
-    o.overwrite = 1;
-    feather_status st = feather_convert(ctx, in, out, &o, &res, &err);
-    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
-    REQUIRE(st == FEATHER_OK);
+    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
     feather_reader *r, *ri;
     REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
     REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
@@ -661,12 +664,7 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     feather_error err = {0};
     feather_convert_defaults(&o);
     const char *ex[] = {"qkv|fc1"}, *in_names[] = {"blocks.0.attn.qkv.weight", "blocks.0.mlp.fc1.weight"};
-    o.exclude = ex;
-    o.nexclude = 1;
-    o.overwrite = 1;
-    feather_status st = feather_convert(ctx, in, out, &o, &res, &err);
-    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
-    REQUIRE(st == FEATHER_OK);
+    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
     feather_reader *r, *ri;
     REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
     REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
