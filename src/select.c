@@ -478,6 +478,20 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     return 0;
 }
 
+/* Drops the entry of tensor t (none where t is NULL) for the reason given. */
+static void drop(feather_plan *p, const feather_tensor *t, const char *fmt, ...) FEATHER_PRINTF(3, 4);
+static void drop(feather_plan *p, const feather_tensor *t, const char *fmt, ...) {
+    for (size_t j = 0; t && j < p->n; j++)
+        if (p->e[j].tensor == t) {
+            va_list ap;
+            va_start(ap, fmt);
+            p->e[j].action = FEATHER_DROP;
+            vsnprintf(p->e[j].reason, sizeof p->e[j].reason, fmt, ap);
+            va_end(ap);
+            p->e[j].bytes_out = 0;
+        }
+}
+
 /* Whether the weight of the layer a ".comfy_quant" tag names is converted, repacked,
  * requantised or dequantised by the plan. */
 static int layer_converted(const struct feather_plan *p, const char *tag) {
@@ -581,13 +595,22 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         feather_plan_entry *e = &p->e[i];
         if (e->action == FEATHER_KEEP || e->action == FEATHER_DROP) continue;
         selected += e->action != FEATHER_DEQUANT;
-        if (!e->scale) continue;
-        for (size_t j = 0; j < p->n; j++)
-            if (p->e[j].tensor == e->scale || p->e[j].tensor == e->scale2) {
-                set(&p->e[j], FEATHER_DROP, "scale of %s, %s", e->tensor->name,
-                    e->action == FEATHER_DEQUANT ? "applied to its BF16 values" : "rewritten with it");
-                p->e[j].bytes_out = 0;
+        const char *how = e->action == FEATHER_DEQUANT ? "applied to its BF16 values" : "rewritten with it";
+        drop(p, e->scale, "scale of %s, %s", e->tensor->name, how);
+        drop(p, e->scale2, "scale of %s, %s", e->tensor->name, how);
+        /* An activation scale is calibrated for the input's format, and goes with a weight that
+         * leaves it: ComfyUI would quantise an e4m3 layer's activations with an NVFP4 layer's
+         * one, six times too small (clipping), and a BF16 layer has none. */
+        if (e->action == FEATHER_DEQUANT ||
+            (e->action == FEATHER_REQUANT && (e->scale2 || feather_fp8_of(e->tensor->dtype) != o->quant.format))) {
+            static const char *const tails[] = {"input_scale", "scale_input"};
+            const size_t len = strlen(e->tensor->name) - strlen("weight");
+            for (int t = 0; t < 2; t++) {
+                char name[4200];
+                snprintf(name, sizeof name, "%.*s%s", (int)len, e->tensor->name, tails[t]);
+                drop(p, feather_find(r, name), "activation scale of %s, for the format it leaves", e->tensor->name);
             }
+        }
     }
     for (size_t i = 0; i < p->n; i++) {
         feather_plan_entry *e = &p->e[i];

@@ -471,10 +471,11 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
 }
 
 /* Whether a tensor of an fp8 reference that the conversion leaves out belongs to an fp8 weight
- * of the converted file (its scale or ComfyUI tag) or is a legacy scaled_fp8 marker. */
+ * of the converted file (its scales, activation scale or ComfyUI tag) or is a legacy scaled_fp8
+ * marker. */
 static int fp8_companion(feather_reader *r, const feather_tensor *rt) {
-    static const char *const tails[] = {".weight_scale",  ".weight_scale_inv", ".weight_scale_2",
-                                        ".scale_weight", ".comfy_quant"};
+    static const char *const tails[] = {".weight_scale", ".weight_scale_inv", ".weight_scale_2", ".scale_weight",
+                                        ".input_scale",  ".scale_input",      ".comfy_quant"};
     if (feather_is_scaled_fp8_marker(rt)) return 1;
     for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++)
         if (feather_ends_with(rt->name, tails[i])) {

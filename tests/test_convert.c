@@ -625,11 +625,12 @@ static int write_mx_nv(const char *path, int tagged, float g) {
          feather_writer_tensor(w, "blocks.0.mlp.fc1.weight_scale_2", FEATHER_F32, 0, nvs, &err) ||
          feather_writer_tensor(w, "blocks.0.mlp.fc1.comfy_quant", FEATHER_U8, 1, tag_len, &err) ||
          feather_writer_tensor(w, "blocks.0.proj.weight", FEATHER_BF16, 2, (const uint64_t[2]){64, 64}, &err) ||
+         feather_writer_tensor(w, "blocks.0.mlp.fc1.input_scale", FEATHER_F32, 0, nvs, &err) ||
          feather_writer_begin(w, &err) ||
          feather_writer_write(w, mq, MX_N * MX_K, &err) || feather_writer_write(w, ms, MX_N * MX_K / 32, &err) ||
          feather_writer_write(w, nq, NV_N * NV_K / 2, &err) || feather_writer_write(w, ns, 256 * 20, &err) ||
          feather_writer_write(w, &g, 4, &err) || feather_writer_write(w, "{\"format\": \"nvfp4\"}", tag_len[0], &err) ||
-         feather_writer_write(w, plain, sizeof plain, &err);
+         feather_writer_write(w, plain, sizeof plain, &err) || feather_writer_write(w, &g, 4, &err);
     free(mq);
     free(ms);
     free(nq);
@@ -650,8 +651,8 @@ static float mx_nv_value(const uint8_t *q, const uint8_t *sc, int nv, float g, u
     return (float)(code & 8 ? -v : v);
 }
 
-/* Both are read: kept in the packed layout they are BF16 of their values to the bit, their scales
- * and tags dropped; converted they are requantised and feather-verify measures them against
+/* Both are read: kept in the packed layout they are BF16 of their values to the bit, their scales,
+ * tags and the NVFP4 layer's activation scale dropped; converted they are requantised and feather-verify measures them against
  * those values; in the comfy layout a kept one stays as it is. E8M0 scales without ComfyUI's
  * mxfp8 tag (row order, for other writers) are refused with exit 2. */
 TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
@@ -669,7 +670,8 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
     REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
     CHECK(!feather_find(r, "blocks.0.attn.qkv.weight_scale") && !feather_find(r, "blocks.0.mlp.fc1.weight_scale") &&
-          !feather_find(r, "blocks.0.mlp.fc1.weight_scale_2") && !feather_find(r, "blocks.0.mlp.fc1.comfy_quant"));
+          !feather_find(r, "blocks.0.mlp.fc1.weight_scale_2") && !feather_find(r, "blocks.0.mlp.fc1.comfy_quant") &&
+          !feather_find(r, "blocks.0.mlp.fc1.input_scale"));
     for (int nv = 0; nv < 2; nv++) {
         const uint64_t n = nv ? NV_N : MX_N, k = nv ? NV_K : MX_K;
         char sname[128];
@@ -709,13 +711,15 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
     const feather_tensor *kept = feather_find(r, "blocks.0.mlp.fc1.weight"), *ks = feather_find(r, "blocks.0.attn.qkv.weight_scale");
     CHECK(kept && kept->dtype == FEATHER_U8 && feather_find(r, "blocks.0.mlp.fc1.weight_scale_2") &&
-          feather_find(r, "blocks.0.mlp.fc1.comfy_quant") && ks && ks->dtype == FEATHER_F8_E8M0);
+          feather_find(r, "blocks.0.mlp.fc1.comfy_quant") && feather_find(r, "blocks.0.mlp.fc1.input_scale") && ks &&
+          ks->dtype == FEATHER_F8_E8M0);
     feather_close(r);
     feather_ctx_free(ctx);
     /* converted, and measured against their values */
     REQUIRE(test_run("'%s' --plan '%s'", bin("feather-convert"), in) == 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "its MXFP8 block scales requantised to scales of its rows");
     CHECK_STR_CONTAINS(test_cmd_output(), "NVFP4 [144, 144]: requantised to e5m2 (error adds up; none at block:16)");
+    CHECK_STR_CONTAINS(test_cmd_output(), "activation scale of blocks.0.mlp.fc1.weight, for the format it leaves");
     REQUIRE(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in) == 0);
     REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "3 measured");
