@@ -108,14 +108,16 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
 
 void feather_dequantize_nvfp4(const uint8_t *q, const float *scales, float tensor_scale, uint64_t n, uint64_t k,
                               float *out) {
-    static const double e2m1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
-    for (uint64_t i = 0; i < n * k; i += 2) {
-        /* code × block scale has at most 2 + 4 significant bits and times the tensor scale 30:
-         * exact in double, so the one rounding is to f32. */
-        const double s = (double)scales[i / 16] * tensor_scale;
-        const uint8_t b = q[i / 2];
-        out[i] = (float)(e2m1[b >> 4] * s);
-        out[i + 1] = (float)(e2m1[b & 15] * s);
+    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    for (uint64_t i = 0; i < n * k; i += 16) {
+        /* code × block scale has at most 2 + 4 significant bits, exact in f32, so the product
+         * with the tensor scale is the one rounding (as if done in double and rounded once). */
+        const float s = scales[i / 16];
+        for (int j = 0; j < 16; j += 2) {
+            const uint8_t b = q[(i + j) / 2];
+            out[i + j] = e2m1[b >> 4] * s * tensor_scale;
+            out[i + j + 1] = e2m1[b & 15] * s * tensor_scale;
+        }
     }
 }
 

@@ -87,8 +87,8 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
                              float *out);
 
 /* NVFP4 codes [N, K/2] (two E2M1 values a byte, the even column in the high nibble, as ComfyUI
- * packs them) to f32 [N, K]: out = code · block scale · tensor scale, the product exact in
- * double and rounded once. scales: N · K/16 block scales in row order. */
+ * packs them) to f32 [N, K]: out = code · block scale · tensor scale, rounded once (the first
+ * product is exact). scales: N · K/16 block scales in row order. */
 void feather_dequantize_nvfp4(const uint8_t *q, const float *scales, float tensor_scale, uint64_t n, uint64_t k,
                               float *out);
 
