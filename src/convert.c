@@ -410,6 +410,12 @@ static feather_status take_buffer(conv *c, int slot, uint64_t bytes) {
     return FEATHER_OK;
 }
 
+/* Whether an NVFP4 weight keeps its own blocks: under block scale × tensor scale every E2M1
+ * value (0, 0.5 … 6) is an e5m2 code, so at block:16 only that product's rounding to f32 is lost. */
+static int keeps_nvfp4_blocks(const feather_quant_options *q, const feather_plan_entry *e) {
+    return e->scale2 && q->mode == FEATHER_SCALE_BLOCK && q->group == 16;
+}
+
 /* Dequantises an fp8 or NVFP4 input weight with its scales into c->wide (f32); an NVFP4 one's
  * block scales stay in c->scales and its tensor scale goes into *g. */
 static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot, float *g) {
@@ -489,10 +495,9 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         return st;
     c->ss[slot] = c->scales;
     memset(&stats, 0, sizeof stats);
-    if (e->scale2 && qo.mode == FEATHER_SCALE_BLOCK && qo.group == 16) {
-        /* NVFP4 at block:16 keeps its blocks: under block scale × tensor scale every E2M1 value
-         * (0, 0.5 … 6) is an e5m2 code, so only that product's rounding to f32 is lost (a block
-         * of zeros, scale 0, takes 1). No search: the same on every device. */
+    if (keeps_nvfp4_blocks(&qo, e)) {
+        /* Its scales are the input's (a block of zeros, scale 0, takes 1); no search, so the
+         * same on every device. */
         for (uint64_t i = 0; i < e->n * e->k / 16; i++) c->scales[i] = c->scales[i] > 0 ? c->scales[i] * g : 1.0f;
         st = feather_quantize_with(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, c->scales, packed, c->q,
                                    c->o->no_snr ? NULL : &stats, err);
@@ -852,7 +857,7 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
         const feather_plan_entry *e = feather_plan_at(c.plan, i);
         const feather_tensor *t = e->tensor;
         c.total += t->nbytes;
-        if (e->action == FEATHER_REQUANT && !nreq++) first_req = t;
+        if (e->action == FEATHER_REQUANT && !keeps_nvfp4_blocks(&o->quant, e) && !nreq++) first_req = t;
         if (e->action == FEATHER_DEQUANT && !ndeq++) first_deq = t;
         if (o->layout == FEATHER_LAYOUT_PACKED && other_quantised(c.r, e) && !nother++) first_other = t;
     }
