@@ -123,6 +123,19 @@ static inline int feather_dir_of(const char *path, char *dir, size_t len) {
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* Alignment-safe scalar element loads: a safetensors tensor may start at any byte (MLX and
+ * writers before 2023 do not align them), and a typed load from it would be undefined. */
+static inline uint16_t feather_ld16(const void *p, size_t i) {
+    uint16_t v;
+    memcpy(&v, (const unsigned char *)p + 2 * i, 2);
+    return v;
+}
+static inline float feather_ldf32(const void *p, size_t i) {
+    float v;
+    memcpy(&v, (const unsigned char *)p + 4 * i, 4);
+    return v;
+}
+
 static inline int feather_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && !strcmp(s + n - m, suffix);

@@ -17,6 +17,7 @@
 #define FEATHER_QUANT_KERNELS_H
 
 #include "feather/fp8.h"
+#include "internal.h"
 #include "feather/quant.h"
 
 #include <string.h>
@@ -112,17 +113,6 @@ feather_stats_fn feather_stats_kernel_avx512(feather_dtype src);
  * produced by the casts and decode to NaN. */
 const double *feather_fp8_values_f64(feather_fp8 fmt);
 
-/* ---- alignment-safe scalar element loads ---- */
-static inline uint16_t feather_ld16(const void *p, size_t i) {
-    uint16_t v;
-    memcpy(&v, (const unsigned char *)p + 2 * i, 2);
-    return v;
-}
-static inline float feather_ldf32(const void *p, size_t i) {
-    float v;
-    memcpy(&v, (const unsigned char *)p + 4 * i, 4);
-    return v;
-}
 /* Element i of an F16, BF16 or F32 array as f32 (exact). */
 static inline float feather_ld_as_f32(feather_dtype dt, const void *p, size_t i) {
     if (dt == FEATHER_F16) return feather_f16_to_f32(feather_ld16(p, i));

@@ -103,10 +103,10 @@ void feather_scale_prep_scalar(feather_dtype dt, const void *src, size_t len, fl
     for (size_t i = 0; i < len; i++) {
         uint32_t u;
         if (dt == FEATHER_F16) {
-            float f = feather_f16_to_f32(((const uint16_t *)src)[i] & 0x7fff);
+            float f = feather_f16_to_f32(feather_ld16(src, i) & 0x7fff);
             memcpy(&u, &f, 4);
         } else if (dt == FEATHER_BF16) {
-            u = (uint32_t)(((const uint16_t *)src)[i] & 0x7fff) << 16;
+            u = (uint32_t)(feather_ld16(src, i) & 0x7fff) << 16;
         } else {
             memcpy(&u, (const float *)src + i, 4);
             u &= 0x7fffffffu;
@@ -452,7 +452,7 @@ static void hist_worker(void *arg, size_t b, size_t e, int w) {
         if (j->impq) {
             uint64_t kk = c % j->k;
             for (uint64_t i = c; i < end; i++) {
-                unsigned v = p[i] & 0x7fff;
+                unsigned v = feather_ld16(p, i) & 0x7fff;
                 t->cnt[v]++;
                 t->wsum[v] += j->impq[kk];
                 if (++kk == j->k) kk = 0;
@@ -464,19 +464,19 @@ static void hist_worker(void *arg, size_t b, size_t e, int w) {
         uint16_t *t0 = t->c16[0], *t1 = t->c16[1], *t2 = t->c16[2], *t3 = t->c16[3];
         if (j->ntab == 4)
             for (; i + 4 <= end; i += 4) {
-                t0[p[i] & 0x7fff]++;
-                t1[p[i + 1] & 0x7fff]++;
-                t2[p[i + 2] & 0x7fff]++;
-                t3[p[i + 3] & 0x7fff]++;
+                t0[feather_ld16(p, i) & 0x7fff]++;
+                t1[feather_ld16(p, i + 1) & 0x7fff]++;
+                t2[feather_ld16(p, i + 2) & 0x7fff]++;
+                t3[feather_ld16(p, i + 3) & 0x7fff]++;
             }
         else
             for (; i + 2 <= end; i += 2) {
-                t0[p[i] & 0x7fff]++;
-                t1[p[i + 1] & 0x7fff]++;
+                t0[feather_ld16(p, i) & 0x7fff]++;
+                t1[feather_ld16(p, i + 1) & 0x7fff]++;
             }
         /* fewer than ntab left: one more in each of the first tables, which therefore hold at
          * most floor(span/ntab) = 65535 (a short last window has room for the extra one) */
-        for (unsigned q = 0; i < end; i++, q++) t->c16[q][p[i] & 0x7fff]++;
+        for (unsigned q = 0; i < end; i++, q++) t->c16[q][feather_ld16(p, i) & 0x7fff]++;
         c = end;
         hist_flush16(t, j->ntab);
         /* c32 grows by at most 4·65535 per flush: 8192 flushes stay far below 2^32 */
@@ -591,7 +591,7 @@ static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_o
             free(impq);
             return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
         }
-        for (uint64_t i = 0; i < total; i++) c16[p[i] & 0x7fff]++;
+        for (uint64_t i = 0; i < total; i++) c16[feather_ld16(p, i) & 0x7fff]++;
     } else {
         j.scratch = calloc((size_t)nt, stride);
         if (!j.scratch) {

@@ -734,6 +734,72 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     CHECK_STR_CONTAINS(test_cmd_output(), "blocks.0.mlp.fc1.weight_scale_2': tensor scale -1");
 }
 
+/* Writes three float weights behind a U8 tensor of pad bytes: with pad = 3 none of them sits at
+ * an address its element size divides, as MLX and writers before 2023 lay tensors out. */
+static int write_behind_pad(const char *path, unsigned pad) {
+    static const char *const names[] = {"a.weight", "b.weight", "c.weight"};
+    static const feather_dtype dts[] = {FEATHER_BF16, FEATHER_F16, FEATHER_F32};
+    static const uint64_t shapes[][2] = {{256, 1024}, {72, 208}, {64, 96}};
+    feather_error err = {0};
+    feather_writer *w;
+    feather_write_options wo = {.no_hashes = 1, .overwrite = 1};
+    if (feather_writer_open(&w, path, &wo, &err)) return -1;
+    const uint8_t zeros[8] = {0};
+    int st = feather_writer_tensor(w, "pad", FEATHER_U8, 1, (const uint64_t[1]){pad}, &err);
+    for (int t = 0; t < 3 && !st; t++) st = feather_writer_tensor(w, names[t], dts[t], 2, shapes[t], &err);
+    st = st || feather_writer_begin(w, &err) || feather_writer_write(w, zeros, pad, &err);
+    uint64_t seed = 5;
+    for (int t = 0; t < 3 && !st; t++)
+        for (uint64_t i = 0; i < shapes[t][0] * shapes[t][1] && !st; i++) {
+            const float v = (float)(tu_normal(&seed) * 0.02);
+            const uint16_t h = dts[t] == FEATHER_BF16 ? feather_f32_to_bf16(v) : feather_f32_to_f16(v);
+            st = dts[t] == FEATHER_F32 ? feather_writer_write(w, &v, 4, &err) : feather_writer_write(w, &h, 2, &err);
+        }
+    if (st) {
+        feather_writer_abort(w);
+        return -1;
+    }
+    return feather_writer_commit(w, &err) ? -1 : 0;
+}
+
+/* Weights at unaligned addresses convert to the same bytes as aligned ones, in every scale mode
+ * (what the sanitizer build checks is that no load from them is a typed one). */
+TEST(convert_unaligned_tensors) {
+    const char *al = test_path("aligned.safetensors"), *un = test_path("unaligned.safetensors"),
+               *oa = test_path("aligned-out.safetensors"), *ou = test_path("unaligned-out.safetensors");
+    REQUIRE(write_behind_pad(al, 8) == 0 && write_behind_pad(un, 3) == 0);
+    static const struct { feather_scale_mode mode; unsigned group; } modes[] = {
+        {FEATHER_SCALE_NONE, 0}, {FEATHER_SCALE_ABSMAX, 0}, {FEATHER_SCALE_TENSOR, 0},
+        {FEATHER_SCALE_CHANNEL, 0}, {FEATHER_SCALE_BLOCK, 16}};
+    feather_ctx *ctx = feather_ctx_new(2);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        feather_convert_options o;
+        feather_convert_result res;
+        feather_error err = {0};
+        feather_convert_defaults(&o);
+        o.overwrite = 1;
+        o.preset = "none";
+        o.quant.mode = modes[m].mode;
+        o.quant.group = modes[m].group;
+        REQUIRE(feather_convert(ctx, al, oa, &o, &res, &err) == FEATHER_OK);
+        REQUIRE(feather_convert(ctx, un, ou, &o, &res, &err) == FEATHER_OK);
+        CHECK_EQ_U(res.tensors_converted, 3);
+        feather_reader *ra, *ru;
+        REQUIRE(feather_open(&ra, oa, 0, &err) == FEATHER_OK && feather_open(&ru, ou, 0, &err) == FEATHER_OK);
+        for (size_t i = 0; i < feather_count(ra); i++) {
+            const feather_tensor *ta = feather_tensor_at(ra, i), *tu = feather_find(ru, ta->name);
+            const void *da, *du;
+            if (!strcmp(ta->name, "pad")) continue;
+            REQUIRE(tu && tu->nbytes == ta->nbytes && !feather_tensor_data(ra, ta, &da, &err) &&
+                    !feather_tensor_data(ru, tu, &du, &err));
+            if (memcmp(da, du, ta->nbytes)) test_fail(__FILE__, __LINE__, "mode %zu: %s differs", m, ta->name);
+        }
+        feather_close(ra);
+        feather_close(ru);
+    }
+    feather_ctx_free(ctx);
+}
+
 TEST(convert_cli_bad_inputs_get_one_line_and_status) {
     const char *in = test_path("m.safetensors");
     REQUIRE(tu_write_model(in, small_model, NSMALL, 1, NULL) == 0);
