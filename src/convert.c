@@ -416,26 +416,50 @@ static int keeps_nvfp4_blocks(const feather_quant_options *q, const feather_plan
     return e->scale2 && q->mode == FEATHER_SCALE_BLOCK && q->group == 16;
 }
 
-/* Dequantises an fp8 or NVFP4 input weight with its scales into c->wide (f32); an NVFP4 one's
- * block scales stay in c->scales and its tensor scale goes into *g. */
-static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot, float *g) {
+/* One range of rows of a quantised input, dequantised into wide (f32), and rounded into bf16
+ * where that is not NULL. */
+typedef struct deq_job {
+    const feather_plan_entry *e;
+    const uint8_t *q;
+    const feather_scale_layout *L;
+    const float *scales;
+    float g, *wide;
+    uint16_t *bf16;
+} deq_job;
+
+static void deq_rows(void *arg, size_t r0, size_t r1, int worker) {
+    const deq_job *j = arg;
+    const uint64_t k = j->e->k;
+    (void)worker;
+    if (j->e->scale2)
+        feather_dequantize_nvfp4(j->q + r0 * k / 2, j->scales + r0 * k / 16, j->g, r1 - r0, k, j->wide + r0 * k);
+    else
+        feather_dequantize_rows(j->q, j->e->tensor->ndim == 3, feather_fp8_of(j->e->tensor->dtype), j->L->mode,
+                                j->L->group, j->scales, j->e->n, k, r0, r1, j->wide);
+    for (uint64_t i = r0 * k; j->bf16 && i < r1 * k; i++) j->bf16[i] = feather_f32_to_bf16(j->wide[i]);
+}
+
+/* Dequantises an fp8 or NVFP4 input weight with its scales into c->wide (f32), and into bf16
+ * where that is not NULL, over the context's threads; an NVFP4 one's block scales stay in
+ * c->scales and its tensor scale goes into *g. */
+static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot, float *g,
+                                       uint16_t *bf16) {
     feather_scale_layout L;
     const uint64_t nk = e->n * e->k;
     feather_status st = read_scales(c, e, &c->s_caps[slot], &L);
     c->ss[slot] = c->scales;
     if (st || (st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), c->err))) return st;
-    if (!e->scale2) {
-        feather_dequantize(data, e->tensor->ndim == 3, feather_fp8_of(e->tensor->dtype), L.mode, L.group, c->scales,
-                           e->n, e->k, c->wide);
-        return FEATHER_OK;
-    }
     const void *d2;
-    if ((st = feather_tensor_data(c->r, e->scale2, &d2, c->err))) return st;
-    *g = feather_load_f32(e->scale2->dtype, d2, 0);
-    if (!isfinite(*g) || !(*g > 0))
-        return feather_fail(c->err, FEATHER_E_INVALID, "%s: tensor '%s': tensor scale %g (must be finite and > 0)",
-                            feather_reader_path(c->r), e->scale2->name, *g);
-    feather_dequantize_nvfp4(data, c->scales, *g, e->n, e->k, c->wide);
+    *g = 1;
+    if (e->scale2) {
+        if ((st = feather_tensor_data(c->r, e->scale2, &d2, c->err))) return st;
+        *g = feather_load_f32(e->scale2->dtype, d2, 0);
+        if (!isfinite(*g) || !(*g > 0))
+            return feather_fail(c->err, FEATHER_E_INVALID, "%s: tensor '%s': tensor scale %g (must be finite and > 0)",
+                                feather_reader_path(c->r), e->scale2->name, *g);
+    }
+    deq_job j = {.e = e, .q = data, .L = &L, .scales = c->scales, .g = *g, .wide = c->wide, .bf16 = bf16};
+    feather_parallel_for(c->ctx, e->n, 16, deq_rows, &j);
     return FEATHER_OK;
 }
 
@@ -444,10 +468,7 @@ static feather_status produce_bf16(conv *c, const feather_plan_entry *e, const v
     const uint64_t nk = e->n * e->k;
     float g;
     feather_status st = take_buffer(c, slot, 2 * nk);
-    if (st || (st = dequantize_input(c, e, data, slot, &g))) return st;
-    uint16_t *out = (uint16_t *)c->q;
-    for (uint64_t i = 0; i < nk; i++) out[i] = feather_f32_to_bf16(c->wide[i]);
-    return FEATHER_OK;
+    return st ? st : dequantize_input(c, e, data, slot, &g, (uint16_t *)c->q);
 }
 
 /* Produces the fp8 bytes (in the output layout) and scales of one selected tensor into slot. */
@@ -490,7 +511,7 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
     }
     /* REQUANT: dequantise with the input's scales, then quantise like an f32 weight. */
     float g = 1;
-    if ((st = dequantize_input(c, e, data, slot, &g))) return st;
+    if ((st = dequantize_input(c, e, data, slot, &g, NULL))) return st;
     if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
         return st;
     c->ss[slot] = c->scales;

@@ -175,13 +175,13 @@ int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_t
     return s2 && s && s->dtype == FEATHER_F8_E4M3;
 }
 
-void feather_dequantize(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode,
-                        unsigned group, const float *scales, uint64_t n, uint64_t k, float *out) {
+void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,
+                             const float *scales, uint64_t n, uint64_t k, uint64_t r0, uint64_t r1, float *out) {
     float lut[256];
     for (int i = 0; i < 256; i++) lut[i] = feather_fp8_to_f32((uint8_t)i, fmt);
     uint64_t g = mode == FEATHER_SCALE_BLOCK && group ? group : k;
     uint64_t per_row = k / (g ? g : 1);
-    for (uint64_t r = 0; r < n; r++) {
+    for (uint64_t r = r0; r < r1; r++) {
         float *o = out + r * k;
         for (uint64_t c0 = 0; c0 < k; c0 += g) {
             float s = !scales                         ? 1.0f
@@ -196,4 +196,9 @@ void feather_dequantize(const uint8_t *q, int packed, feather_fp8 fmt, feather_s
             }
         }
     }
+}
+
+void feather_dequantize(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,
+                        const float *scales, uint64_t n, uint64_t k, float *out) {
+    feather_dequantize_rows(q, packed, fmt, mode, group, scales, n, k, 0, n, out);
 }

@@ -86,6 +86,11 @@ int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, fea
 uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t k,
                              float *out);
 
+/* feather_dequantize (quant.h) of rows [r0, r1) only, into those rows of out [N, K]: ranges of
+ * rows run on threads of their own. */
+void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,
+                             const float *scales, uint64_t n, uint64_t k, uint64_t r0, uint64_t r1, float *out);
+
 /* NVFP4 codes [N, K/2] (two E2M1 values a byte, the even column in the high nibble, as ComfyUI
  * packs them) to f32 [N, K]: out = code · block scale · tensor scale, rounded once (the first
  * product is exact). scales: N · K/16 block scales in row order. */
