@@ -872,20 +872,22 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
     options_string(o, feather_plan_preset(c.plan), c.options, sizeof c.options);
     snprintf(res->preset, sizeof res->preset, "%s", feather_plan_preset(c.plan));
     /* One warning for each kind, however many layers (the first one named). */
-    size_t nreq = 0, ndeq = 0, nother = 0;
+    size_t nreq = 0, ndeq = 0, nother = 0, nnv = 0;
     const feather_tensor *first_req = NULL, *first_deq = NULL, *first_other = NULL;
     for (size_t i = 0; i < feather_plan_count(c.plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c.plan, i);
         const feather_tensor *t = e->tensor;
         c.total += t->nbytes;
         if (e->action == FEATHER_REQUANT && !keeps_nvfp4_blocks(&o->quant, e) && !nreq++) first_req = t;
+        nnv += e->action == FEATHER_REQUANT && e->scale2 && !keeps_nvfp4_blocks(&o->quant, e);
         if (e->action == FEATHER_DEQUANT && !ndeq++) first_deq = t;
         if (o->layout == FEATHER_LAYOUT_PACKED && other_quantised(c.r, e) && !nother++) first_other = t;
     }
     if (nreq)
-        warn(res, "%zu quantised layer%s (%s: %s%s) requantised to %s: the rounding errors add up", nreq,
+        warn(res, "%zu quantised layer%s (%s: %s%s) requantised to %s: the rounding errors add up%s", nreq,
              nreq == 1 ? "" : "s", first_req->name, feather_dtype_name(first_req->dtype), nreq > 1 ? ", …" : "",
-             feather_fp8_name(o->quant.format));
+             feather_fp8_name(o->quant.format),
+             nnv && o->layout == FEATHER_LAYOUT_PACKED ? " (NVFP4 layers keep their own blocks at --scale block:16)" : "");
     if (ndeq)
         warn(res, "%zu quantised layer%s not converted (%s%s) dequantised to BF16: the output's loader would run %s, "
                   "without %s (see --plan)",

@@ -703,7 +703,8 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     CHECK(res.nwarnings == 1 && !strstr(res.warnings[0], "rounding errors add up")); /* qkv's dequantisation */
     o.quant.group = 32;
     REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
-    CHECK(res.snr_worst_db < 60 && res.nwarnings == 2 && strstr(res.warnings[0], "(blocks.0.mlp.fc1.weight: U8) requantised"));
+    CHECK(res.snr_worst_db < 60 && res.nwarnings == 2 && strstr(res.warnings[0], "(blocks.0.mlp.fc1.weight: U8) requantised") &&
+          strstr(res.warnings[0], "add up (NVFP4 layers keep their own blocks at --scale block:16)"));
     /* the comfy layout keeps them as they are, with their scales and tags */
     ex[0] = "qkv|fc1";
     o.layout = FEATHER_LAYOUT_COMFY;
