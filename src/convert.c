@@ -368,7 +368,7 @@ static void note_snr(conv *c, const feather_tensor *t, const feather_quant_stats
 static feather_status read_scales(conv *c, const feather_plan_entry *e, size_t *cap, feather_scale_layout *L) {
     feather_error *err = c->err;
     const void *sd = NULL;
-    feather_scale_layout_of(e->scale, e->n, e->k, L);
+    feather_quant_scales_of(c->r, e->tensor, e->scale, e->scale2, e->n, e->k, L);
     feather_status st = grow((void **)&c->scales, cap, L->count * sizeof(float), err);
     if (st || (e->scale && (st = feather_tensor_data(c->r, e->scale, &sd, err)))) return st;
     const uint64_t bad = feather_scales_load(e->scale, sd, L, e->k, c->scales);

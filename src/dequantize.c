@@ -42,20 +42,21 @@ static int mode_by_count(uint64_t count, uint64_t n, uint64_t k, feather_scale_l
 
 /* 8-bit block scales in cuBLAS's tiles (see internal.h): ComfyUI's MXFP8 (E8M0 per 32 values)
  * and NVFP4 (E4M3 per 16) layers. */
-static int swizzled_layout(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L) {
-    const unsigned g = s->dtype == FEATHER_F8_E8M0 ? 32 : 16;
+static int swizzled_layout(const feather_tensor *s, feather_dtype dt, uint64_t n, uint64_t k, feather_scale_layout *L) {
+    const unsigned g = dt == FEATHER_F8_E8M0 ? 32 : 16;
     const uint64_t groups = k / g;
     if (s->ndim != 2 || k % g || s->shape[0] != (n + 127) / 128 * 128 || s->shape[1] != (groups + 3) / 4 * 4) return -2;
     L->mode = FEATHER_SCALE_BLOCK;
     L->group = g;
     L->swizzled = 1;
+    L->dtype = dt;
     L->count = n * groups;
     return 0;
 }
 
 int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L) {
     memset(L, 0, sizeof *L);
-    if (s && (s->dtype == FEATHER_F8_E8M0 || s->dtype == FEATHER_F8_E4M3)) return swizzled_layout(s, n, k, L);
+    if (s && (s->dtype == FEATHER_F8_E8M0 || s->dtype == FEATHER_F8_E4M3)) return swizzled_layout(s, s->dtype, n, k, L);
     if (s && !feather_is_float(s->dtype)) return -2;
     if (!s || s->nelem == 1 || s->ndim != 2) return mode_by_count(s ? s->nelem : 1, n, k, L);
     /* A 2-D tensor says what it is by its shape: its rows are the weight's rows, or blocks of
@@ -88,7 +89,7 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
         const uint64_t per_row = k / L->group;
         for (uint64_t i = 0; i < L->count; i++) {
             const uint64_t at = swizzled_at(i / per_row, i % per_row, s->shape[1]);
-            const float v = out[i] = feather_load_f32(s->dtype, sd, at);
+            const float v = out[i] = feather_load_f32(L->dtype, sd, at);
             if (!isfinite(v) || v < 0) return at;
         }
         return count;
@@ -151,16 +152,24 @@ void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt,
 
 int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const feather_tensor *s,
                             const feather_tensor *s2, uint64_t n, uint64_t k, feather_scale_layout *L) {
-    const int fit = feather_scale_layout_of(s, n, k, L);
+    char f[16] = "";
+    if (s2 || (s && (s->dtype == FEATHER_U8 || s->dtype == FEATHER_F8_E8M0))) feather_comfy_format(r, w, f, sizeof f);
+    const int tagged = !strcmp(f, s2 ? "nvfp4" : "mxfp8") || !strcmp(f, "?");
+    int fit;
+    if (s && s->dtype == FEATHER_U8) {
+        /* ComfyUI also reads its 8-bit block scales from U8 bytes, as older files store them */
+        memset(L, 0, sizeof *L);
+        fit = tagged ? swizzled_layout(s, s2 ? FEATHER_F8_E4M3 : FEATHER_F8_E8M0, n, k, L) : -2;
+    } else {
+        fit = feather_scale_layout_of(s, n, k, L);
+    }
     if (s2)
-        return fit || s->dtype != FEATHER_F8_E4M3 || s2->nelem != 1 || !feather_is_float(s2->dtype) ||
+        return fit || L->dtype != FEATHER_F8_E4M3 || s2->nelem != 1 || !feather_is_float(s2->dtype) ||
                        w->nbytes * 2 != n * k
                    ? -1
                    : 0;
     if (fit || !L->swizzled) return fit;
-    char f[16];
-    feather_comfy_format(r, w, f, sizeof f);
-    return (strcmp(f, "mxfp8") && strcmp(f, "?")) || s->dtype != FEATHER_F8_E8M0 ? -2 : 0;
+    return !tagged || L->dtype != FEATHER_F8_E8M0 ? -2 : 0;
 }
 
 int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_tensor **scale2) {
@@ -172,7 +181,7 @@ int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_t
     const feather_tensor *s2 = feather_find(r, name);
     if (scale2) *scale2 = s2;
     const feather_tensor *s = feather_fp8_scale_of(r, w->name);
-    return s2 && s && s->dtype == FEATHER_F8_E4M3;
+    return s2 && s && (s->dtype == FEATHER_F8_E4M3 || s->dtype == FEATHER_U8);
 }
 
 void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,

@@ -67,6 +67,7 @@ const char *feather_shape_str(const feather_tensor *t, char *buf, size_t len);
 typedef struct feather_scale_layout {
     feather_scale_mode mode;
     unsigned group, rows, swizzled;
+    feather_dtype dtype; /* swizzled: F8_E8M0 or F8_E4M3, what the bytes are read as */
     uint64_t count;
 } feather_scale_layout;
 
@@ -104,15 +105,15 @@ void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt,
 
 /* The layout of the scales s (and s2, an NVFP4 weight's tensor scale) of quantised weight w
  * [N, K] in reader r, as feather_scale_layout_of, where 8-bit block scales are those of a
- * ComfyUI layer of their format: -1 where an NVFP4 weight's are not E4M3 blocks and one float,
- * -2 where other 8-bit scales are not E8M0 ones of an mxfp8 layer (other writers' E8M0 may be
- * in row order). */
+ * ComfyUI layer of their format (F8_E4M3 or F8_E8M0, or U8 bytes read as those, as ComfyUI
+ * reads them): -1 where an NVFP4 weight's are not E4M3 blocks and one float, -2 where other
+ * 8-bit scales are not E8M0 ones of an mxfp8 layer (other writers' E8M0 may be in row order). */
 int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const feather_tensor *s,
                             const feather_tensor *s2, uint64_t n, uint64_t k, feather_scale_layout *L);
 
 /* Whether weight w is an NVFP4 layer feather reads: U8 [N, K/2] codes of a ComfyUI "nvfp4"
- * layer, with its E4M3 block scales (X.weight_scale) and tensor scale (X.weight_scale_2, set
- * into *scale2 when given). */
+ * layer, with its E4M3 (or U8) block scales (X.weight_scale) and tensor scale
+ * (X.weight_scale_2, set into *scale2 when given). */
 int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_tensor **scale2);
 
 /* The scale tensor of an fp8 weight "X.weight": X.weight_scale, DeepSeek's X.weight_scale_inv

@@ -450,7 +450,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
          * the swizzled 8-bit ones of MXFP8. */
         feather_scale_layout L;
         const int one_scale = o->layout == FEATHER_LAYOUT_COMFY && nscales > 1;
-        const int blocks = !feather_scale_layout_of(e->scale, n, k, &L) && (L.rows || L.swizzled);
+        const int blocks = !feather_quant_scales_of(r, t, e->scale, scale2, n, k, &L) && (L.rows || L.swizzled);
         if (nvfp4) {
             const int own = o->quant.mode == FEATHER_SCALE_BLOCK && o->quant.group == 16;
             set(e, FEATHER_REQUANT, "NVFP4 %s: requantised to %s %s", shp, feather_fp8_name(o->quant.format),

@@ -596,7 +596,9 @@ static uint64_t tile_at(uint64_t r, uint64_t c, uint64_t cols) {
     return ((r / 128) * (cols / 4) + c / 4) * 512 + (r % 32) * 16 + (r % 128 / 32) * 4 + c % 4;
 }
 
-static int write_mx_nv(const char *path, int tagged, float g) {
+/* tagged: the MXFP8 layer's tag is there; u8: both block scales are stored as U8 bytes, as
+ * older ComfyUI files hold them. */
+static int write_mx_nv(const char *path, int tagged, int u8, float g) {
     static const uint64_t mxs[2] = {MX_N, MX_K}, mxss[2] = {MX_N, MX_K / 32}, nvs[2] = {NV_N, NV_K / 2},
                           nvss[2] = {256, 20}, tag_len[1] = {sizeof "{\"format\": \"nvfp4\"}" - 1};
     feather_error err = {0};
@@ -619,9 +621,9 @@ static int write_mx_nv(const char *path, int tagged, float g) {
                                           "{\"format_version\": \"1.0\", \"layers\": {\"blocks.0.attn.qkv\": {\"format\": \"mxfp8\"}}}",
                                           &err);
     st = st || feather_writer_tensor(w, "blocks.0.attn.qkv.weight", FEATHER_F8_E4M3, 2, mxs, &err) ||
-         feather_writer_tensor(w, "blocks.0.attn.qkv.weight_scale", FEATHER_F8_E8M0, 2, mxss, &err) ||
+         feather_writer_tensor(w, "blocks.0.attn.qkv.weight_scale", u8 ? FEATHER_U8 : FEATHER_F8_E8M0, 2, mxss, &err) ||
          feather_writer_tensor(w, "blocks.0.mlp.fc1.weight", FEATHER_U8, 2, nvs, &err) ||
-         feather_writer_tensor(w, "blocks.0.mlp.fc1.weight_scale", FEATHER_F8_E4M3, 2, nvss, &err) ||
+         feather_writer_tensor(w, "blocks.0.mlp.fc1.weight_scale", u8 ? FEATHER_U8 : FEATHER_F8_E4M3, 2, nvss, &err) ||
          feather_writer_tensor(w, "blocks.0.mlp.fc1.weight_scale_2", FEATHER_F32, 0, nvs, &err) ||
          feather_writer_tensor(w, "blocks.0.mlp.fc1.comfy_quant", FEATHER_U8, 1, tag_len, &err) ||
          feather_writer_tensor(w, "blocks.0.proj.weight", FEATHER_BF16, 2, (const uint64_t[2]){64, 64}, &err) ||
@@ -651,21 +653,11 @@ static float mx_nv_value(const uint8_t *q, const uint8_t *sc, int nv, float g, u
     return (float)(code & 8 ? -v : v);
 }
 
-/* Both are read: kept in the packed layout they are BF16 of their values to the bit, their scales,
- * tags and the NVFP4 layer's activation scale dropped; converted they are requantised and feather-verify measures them against
- * those values; in the comfy layout a kept one stays as it is. E8M0 scales without ComfyUI's
- * mxfp8 tag (row order, for other writers) are refused with exit 2. */
-TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
-    const char *in = test_path("mxnv.safetensors"), *out = test_path("mxnv-out.safetensors");
-    const float g = 0.0123f;
-    REQUIRE(write_mx_nv(in, 1, g) == 0);
-    feather_ctx *ctx = feather_ctx_new(2);
-    feather_convert_options o;
-    feather_convert_result res;
+/* The two layers kept in the packed layout: BF16 of their values to the bit, their scales, tags
+ * and the NVFP4 layer's activation scale dropped. */
+static void check_mx_nv_kept(const char *in, const char *out, float g) {
+    static const char *const in_names[] = {"blocks.0.attn.qkv.weight", "blocks.0.mlp.fc1.weight"};
     feather_error err = {0};
-    feather_convert_defaults(&o);
-    const char *ex[] = {"qkv|fc1"}, *in_names[] = {"blocks.0.attn.qkv.weight", "blocks.0.mlp.fc1.weight"};
-    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
     feather_reader *r, *ri;
     REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
     REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
@@ -693,6 +685,30 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     }
     feather_close(r);
     feather_close(ri);
+}
+
+/* Both are read, with their block scales as 8-bit floats or as U8 bytes: kept in the packed
+ * layout they are BF16 of their values to the bit, their scales, tags and the NVFP4 layer's
+ * activation scale dropped; converted they are requantised and feather-verify measures them against
+ * those values; in the comfy layout a kept one stays as it is. E8M0 scales without ComfyUI's
+ * mxfp8 tag (row order, for other writers) are refused with exit 2. */
+TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
+    const char *in = test_path("mxnv.safetensors"), *out = test_path("mxnv-out.safetensors");
+    const float g = 0.0123f;
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_result res;
+    feather_error err = {0};
+    feather_convert_defaults(&o);
+    const char *ex[] = {"qkv|fc1"};
+    /* the block scales as U8 bytes read the same */
+    REQUIRE(write_mx_nv(in, 1, 1, g) == 0);
+    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
+    check_mx_nv_kept(in, out, g);
+    REQUIRE(write_mx_nv(in, 1, 0, g) == 0);
+    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
+    check_mx_nv_kept(in, out, g);
+    feather_reader *r;
     /* NVFP4 at block:16 keeps its blocks: every value but for the scales' rounding to f32 */
     o.quant.mode = FEATHER_SCALE_BLOCK;
     o.quant.group = 16;
@@ -726,11 +742,11 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "3 measured");
     /* untagged E8M0 scales: no way to tell their order */
-    REQUIRE(write_mx_nv(in, 0, g) == 0);
+    REQUIRE(write_mx_nv(in, 0, 0, g) == 0);
     CHECK_EQ_U(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in), 2);
     CHECK_STR_CONTAINS(test_cmd_output(), "'blocks.0.attn.qkv.weight_scale': F8_E8M0 scales [256, 8] of fp8 weight");
     /* a tensor scale that dequantises nothing */
-    REQUIRE(write_mx_nv(in, 1, -1.0f) == 0);
+    REQUIRE(write_mx_nv(in, 1, 0, -1.0f) == 0);
     CHECK_EQ_U(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in), 2);
     CHECK_STR_CONTAINS(test_cmd_output(), "blocks.0.mlp.fc1.weight_scale_2': tensor scale -1");
 }
