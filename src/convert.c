@@ -259,8 +259,9 @@ static char *tensors_json(conv *c, unsigned shard) {
 }
 
 /* ComfyUI's per-layer header (_quantization_metadata) for one shard: the converted layers in
- * the comfy layout, and the input's entries for fp8 weights kept as they are (a layer excluded,
- * or a text encoder's in a full checkpoint), which ComfyUI would otherwise load unscaled.
+ * the comfy layout, and the input's entries for quantised weights kept as they are (a layer
+ * excluded, a text encoder's in a full checkpoint, a layer of a format feather does not read),
+ * which ComfyUI would otherwise load as plain weights.
  * *n: how many entries. */
 static char *comfy_layers_json(conv *c, unsigned shard, size_t *n) {
     cJSON *root = cJSON_CreateObject(), *layers = cJSON_CreateObject();
@@ -274,9 +275,7 @@ static char *comfy_layers_json(conv *c, unsigned shard, size_t *n) {
         if (t->shard != shard || !feather_ends_with(t->name, ".weight")) continue;
         char layer[4200];
         snprintf(layer, sizeof layer, "%.*s", (int)(strlen(t->name) - 7), t->name);
-        cJSON *kept = e->action == FEATHER_KEEP && feather_is_fp8(t->dtype)
-                          ? cJSON_GetObjectItemCaseSensitive(in_layers, layer)
-                          : NULL;
+        cJSON *kept = e->action == FEATHER_KEEP ? cJSON_GetObjectItemCaseSensitive(in_layers, layer) : NULL;
         if (kept) {
             cJSON_AddItemToObject(layers, layer, cJSON_Duplicate(kept, 1));
             ++*n;

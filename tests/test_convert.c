@@ -596,7 +596,8 @@ static uint64_t tile_at(uint64_t r, uint64_t c, uint64_t cols) {
     return ((r / 128) * (cols / 4) + c / 4) * 512 + (r % 32) * 16 + (r % 128 / 32) * 4 + c % 4;
 }
 
-/* tagged: the MXFP8 layer's tag is there; u8: both block scales are stored as U8 bytes, as
+/* tagged: 0, no tag for the MXFP8 layer; 1, as above; 2, both layers tagged in
+ * _quantization_metadata (no comfy_quant tensor). u8: both block scales stored as U8 bytes, as
  * older ComfyUI files hold them. */
 static int write_mx_nv(const char *path, int tagged, int u8, float g) {
     static const uint64_t mxs[2] = {MX_N, MX_K}, mxss[2] = {MX_N, MX_K / 32}, nvs[2] = {NV_N, NV_K / 2},
@@ -618,20 +619,24 @@ static int write_mx_nv(const char *path, int tagged, int u8, float g) {
         for (uint64_t c = 0; c < NV_K / 16; c++) ns[tile_at(r, c, 20)] = r == 5 && c == 3 ? 0 : (uint8_t)(8 + (r * 5 + c * 11) % 88);
     if (tagged)
         st = st || feather_writer_metadata(w, "_quantization_metadata",
-                                          "{\"format_version\": \"1.0\", \"layers\": {\"blocks.0.attn.qkv\": {\"format\": \"mxfp8\"}}}",
+                                          tagged == 1 ? "{\"format_version\": \"1.0\", \"layers\": {\"blocks.0.attn.qkv\": "
+                                                        "{\"format\": \"mxfp8\"}}}"
+                                                      : "{\"format_version\": \"1.0\", \"layers\": {\"blocks.0.attn.qkv\": "
+                                                        "{\"format\": \"mxfp8\"}, \"blocks.0.mlp.fc1\": {\"format\": \"nvfp4\"}}}",
                                           &err);
     st = st || feather_writer_tensor(w, "blocks.0.attn.qkv.weight", FEATHER_F8_E4M3, 2, mxs, &err) ||
          feather_writer_tensor(w, "blocks.0.attn.qkv.weight_scale", u8 ? FEATHER_U8 : FEATHER_F8_E8M0, 2, mxss, &err) ||
          feather_writer_tensor(w, "blocks.0.mlp.fc1.weight", FEATHER_U8, 2, nvs, &err) ||
          feather_writer_tensor(w, "blocks.0.mlp.fc1.weight_scale", u8 ? FEATHER_U8 : FEATHER_F8_E4M3, 2, nvss, &err) ||
          feather_writer_tensor(w, "blocks.0.mlp.fc1.weight_scale_2", FEATHER_F32, 0, nvs, &err) ||
-         feather_writer_tensor(w, "blocks.0.mlp.fc1.comfy_quant", FEATHER_U8, 1, tag_len, &err) ||
+         (tagged != 2 && feather_writer_tensor(w, "blocks.0.mlp.fc1.comfy_quant", FEATHER_U8, 1, tag_len, &err)) ||
          feather_writer_tensor(w, "blocks.0.proj.weight", FEATHER_BF16, 2, (const uint64_t[2]){64, 64}, &err) ||
          feather_writer_tensor(w, "blocks.0.mlp.fc1.input_scale", FEATHER_F32, 0, nvs, &err) ||
          feather_writer_begin(w, &err) ||
          feather_writer_write(w, mq, MX_N * MX_K, &err) || feather_writer_write(w, ms, MX_N * MX_K / 32, &err) ||
          feather_writer_write(w, nq, NV_N * NV_K / 2, &err) || feather_writer_write(w, ns, 256 * 20, &err) ||
-         feather_writer_write(w, &g, 4, &err) || feather_writer_write(w, "{\"format\": \"nvfp4\"}", tag_len[0], &err) ||
+         feather_writer_write(w, &g, 4, &err) ||
+         (tagged != 2 && feather_writer_write(w, "{\"format\": \"nvfp4\"}", tag_len[0], &err)) ||
          feather_writer_write(w, plain, sizeof plain, &err) || feather_writer_write(w, &g, 4, &err);
     free(mq);
     free(ms);
@@ -701,13 +706,12 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     feather_error err = {0};
     feather_convert_defaults(&o);
     const char *ex[] = {"qkv|fc1"};
-    /* the block scales as U8 bytes read the same */
-    REQUIRE(write_mx_nv(in, 1, 1, g) == 0);
-    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
-    check_mx_nv_kept(in, out, g);
-    REQUIRE(write_mx_nv(in, 1, 0, g) == 0);
-    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
-    check_mx_nv_kept(in, out, g);
+    /* the block scales as U8 bytes, and both tags in the header, read the same */
+    for (int v = 0; v < 3; v++) {
+        REQUIRE(write_mx_nv(in, v == 1 ? 2 : 1, v == 0, g) == 0);
+        REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
+        check_mx_nv_kept(in, out, g);
+    }
     feather_reader *r;
     /* NVFP4 at block:16 keeps its blocks: every value but for the scales' rounding to f32 */
     o.quant.mode = FEATHER_SCALE_BLOCK;
@@ -721,17 +725,26 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
     CHECK(res.snr_worst_db < 60 && res.nwarnings == 2 && strstr(res.warnings[0], "(blocks.0.mlp.fc1.weight: U8) requantised") &&
           strstr(res.warnings[0], "add up (NVFP4 layers keep their own blocks at --scale block:16)"));
-    /* the comfy layout keeps them as they are, with their scales and tags */
+    /* the comfy layout keeps them as they are, with their scales and tags, a tag in the header
+     * too */
     ex[0] = "qkv|fc1";
     o.layout = FEATHER_LAYOUT_COMFY;
     o.quant.mode = FEATHER_SCALE_TENSOR;
-    REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
-    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
-    const feather_tensor *kept = feather_find(r, "blocks.0.mlp.fc1.weight"), *ks = feather_find(r, "blocks.0.attn.qkv.weight_scale");
-    CHECK(kept && kept->dtype == FEATHER_U8 && feather_find(r, "blocks.0.mlp.fc1.weight_scale_2") &&
-          feather_find(r, "blocks.0.mlp.fc1.comfy_quant") && feather_find(r, "blocks.0.mlp.fc1.input_scale") && ks &&
-          ks->dtype == FEATHER_F8_E8M0);
-    feather_close(r);
+    for (int tagged = 1; tagged < 3; tagged++) {
+        REQUIRE(write_mx_nv(in, tagged, 0, g) == 0);
+        REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
+        REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+        const feather_tensor *kept = feather_find(r, "blocks.0.mlp.fc1.weight"),
+                             *ks = feather_find(r, "blocks.0.attn.qkv.weight_scale");
+        const char *qm = feather_metadata_get(r, 0, "_quantization_metadata");
+        CHECK(kept && kept->dtype == FEATHER_U8 && feather_find(r, "blocks.0.mlp.fc1.weight_scale_2") &&
+              feather_find(r, "blocks.0.mlp.fc1.input_scale") && ks && ks->dtype == FEATHER_F8_E8M0);
+        CHECK(tagged == 2 || feather_find(r, "blocks.0.mlp.fc1.comfy_quant"));
+        CHECK_STR_CONTAINS(qm ? qm : "", "\"blocks.0.attn.qkv\":{\"format\":\"mxfp8\"}");
+        if (tagged == 2) CHECK_STR_CONTAINS(qm ? qm : "", "\"blocks.0.mlp.fc1\":{\"format\":\"nvfp4\"}");
+        feather_close(r);
+    }
+    REQUIRE(write_mx_nv(in, 1, 0, g) == 0);
     feather_ctx_free(ctx);
     /* converted, and measured against their values */
     REQUIRE(test_run("'%s' --plan '%s'", bin("feather-convert"), in) == 0);
