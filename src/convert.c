@@ -265,8 +265,7 @@ static char *tensors_json(conv *c, unsigned shard) {
  * *n: how many entries. */
 static char *comfy_layers_json(conv *c, unsigned shard, size_t *n) {
     cJSON *root = cJSON_CreateObject(), *layers = cJSON_CreateObject();
-    const char *iv = feather_metadata_get(c->r, shard, "_quantization_metadata");
-    cJSON *in = iv ? cJSON_Parse(iv) : NULL, *in_layers = cJSON_GetObjectItemCaseSensitive(in, "layers");
+    const cJSON *in_layers = cJSON_GetObjectItemCaseSensitive(feather_quant_metadata(c->r, shard), "layers");
     cJSON_AddStringToObject(root, "format_version", "1.0");
     *n = 0;
     for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
@@ -295,7 +294,6 @@ static char *comfy_layers_json(conv *c, unsigned shard, size_t *n) {
     cJSON_AddItemToObject(root, "layers", layers);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    cJSON_Delete(in);
     return s;
 }
 

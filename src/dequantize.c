@@ -129,7 +129,7 @@ void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt,
     snprintf(layer, sizeof layer, "%.*s", (int)(strlen(w->name) - 7), w->name);
     snprintf(tag, sizeof tag, "%s.comfy_quant", layer);
     const feather_tensor *t = feather_find(r, tag);
-    cJSON *root = NULL;
+    cJSON *root = NULL; /* a comfy_quant tensor's, parsed here */
     const cJSON *conf = NULL;
     const void *d;
     feather_error err;
@@ -141,9 +141,8 @@ void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt,
         }
         conf = root = cJSON_ParseWithLength(d, t->nbytes);
     } else {
-        const char *qm = feather_metadata_get(r, w->shard, "_quantization_metadata");
-        root = qm ? cJSON_Parse(qm) : NULL;
-        conf = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "layers"), layer);
+        conf = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(feather_quant_metadata(r, w->shard), "layers"), layer);
     }
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(conf, "format");
     if (cJSON_IsString(f)) snprintf(fmt, len, "%s", f->valuestring);

@@ -98,6 +98,12 @@ void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feat
 void feather_dequantize_nvfp4(const uint8_t *q, const float *scales, float tensor_scale, uint64_t n, uint64_t k,
                               float *out);
 
+/* Shard's _quantization_metadata (ComfyUI's per-layer header) parsed, NULL where it has none or
+ * it is not JSON; parsed for every shard on the first call and kept until feather_close. The
+ * first call is not thread-safe. */
+struct cJSON;
+const struct cJSON *feather_quant_metadata(feather_reader *r, unsigned shard);
+
 /* The format of the layer of weight "X.weight" in its ComfyUI tag (X.comfy_quant, or its
  * shard's _quantization_metadata) into fmt: "" where it has none, "?" where its comfy_quant
  * tensor cannot be read (a reader of the header alone, for a plan: the tensors around it tell). */

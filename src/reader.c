@@ -5,6 +5,7 @@
  */
 #include "reader_internal.h"
 
+#include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ struct feather_reader {
     feather_tensor *tensors;         /* by (shard, begin) */
     const feather_tensor **by_name;  /* sorted by name */
     _Atomic unsigned char *verified; /* per tensor: its recorded hash matched */
+    cJSON **quant_meta;              /* per shard: _quantization_metadata parsed, once asked for */
 };
 
 static feather_status pread_full(int fd, void *buf, size_t len, uint64_t off, const char *name,
@@ -142,6 +144,8 @@ void feather_close(feather_reader *r) {
         free(s->head);
         free(s->path);
     }
+    for (unsigned i = 0; r->quant_meta && i < r->nshards; i++) cJSON_Delete(r->quant_meta[i]);
+    free(r->quant_meta);
     free(r->shards);
     free(r->tensors);
     free(r->by_name);
@@ -425,4 +429,16 @@ const char *feather_metadata_get(const feather_reader *r, unsigned i, const char
     for (size_t k = 0; s && key && k < s->hdr.nmeta; k++)
         if (!strcmp(s->hdr.meta_key[k], key)) return s->hdr.meta_value[k];
     return NULL;
+}
+
+const cJSON *feather_quant_metadata(feather_reader *r, unsigned shard) {
+    if (shard >= r->nshards) return NULL;
+    if (!r->quant_meta) {
+        if (!(r->quant_meta = calloc(r->nshards, sizeof *r->quant_meta))) return NULL;
+        for (unsigned i = 0; i < r->nshards; i++) {
+            const char *v = feather_metadata_get(r, i, "_quantization_metadata");
+            r->quant_meta[i] = v ? cJSON_Parse(v) : NULL;
+        }
+    }
+    return r->quant_meta[shard];
 }

@@ -289,12 +289,12 @@ static int is_full_checkpoint(feather_reader *r) {
 }
 
 /* Whether the layer of weight "X.weight" has a ComfyUI tag: an X.comfy_quant tensor, or an entry
- * in its shard's _quantization_metadata (tagged: each shard's parsed header, or NULL). */
-static int has_comfy_tag(feather_reader *r, const feather_tensor *w, cJSON *const *tagged) {
+ * in its shard's _quantization_metadata. */
+static int has_comfy_tag(feather_reader *r, const feather_tensor *w) {
     const char *wname = w->name;
     char layer[4096];
     snprintf(layer, sizeof layer, "%.*s", (int)(strlen(wname) - 7), wname);
-    const cJSON *layers = tagged ? cJSON_GetObjectItemCaseSensitive(tagged[w->shard], "layers") : NULL;
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(feather_quant_metadata(r, w->shard), "layers");
     if (cJSON_GetObjectItemCaseSensitive(layers, layer)) return 1;
     char tag[4200];
     snprintf(tag, sizeof tag, "%s.comfy_quant", layer);
@@ -361,7 +361,7 @@ static int is_norm_scale(const char *name) {
  * a LoRA factor, else 0. */
 static int decide(feather_reader *r, feather_plan_entry *e, const feather_convert_options *o,
                   const regex_t *inc, const regex_t *exc, const regex_t *preset_keep, const regex_t *embedding,
-                  const regex_t *lora, const char *preset, int packed_in, int full, cJSON *const *tagged) {
+                  const regex_t *lora, const char *preset, int packed_in, int full) {
     const feather_tensor *t = e->tensor;
     char shp[128];
     feather_shape_str(t, shp, sizeof shp);
@@ -401,7 +401,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
      * to the output's per-layer header ComfyUI would load it unscaled); the parts of a full
      * checkpoint outside its diffusion model are kept as they are. */
     const int outside = full && !in_diffusion_model(t->name);
-    const int deq = fp8 && !outside && (o->layout == FEATHER_LAYOUT_PACKED || !has_comfy_tag(r, t, tagged));
+    const int deq = fp8 && !outside && (o->layout == FEATHER_LAYOUT_PACKED || !has_comfy_tag(r, t));
     e->n = n;
     e->k = k;
     if (fp8) e->scale = feather_fp8_scale_of(r, t->name);
@@ -528,8 +528,6 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     regex_t preset_re, embedding, lora;
     size_t ninc = 0, nexc = 0;
     int have_keep = 0, have_emb = 0, have_lora = 0;
-    cJSON **qj = NULL; /* each shard's _quantization_metadata */
-    const unsigned nshards = feather_shard_count(r);
     if (!p || !inc || !exc) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
     for (; ninc < o->ninclude; ninc++)
         if ((st = compile_re(&inc[ninc], o->include[ninc], "--include", err))) goto done;
@@ -549,15 +547,10 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     if (!p->e) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
     int packed_in = input_is_packed(r);
     p->full = is_full_checkpoint(r);
-    if (!(qj = calloc(nshards, sizeof *qj))) { st = feather_fail(err, FEATHER_E_NOMEM, "out of memory"); goto done; }
-    for (unsigned sh = 0; sh < nshards; sh++) {
-        const char *qm = feather_metadata_get(r, sh, "_quantization_metadata");
-        qj[sh] = qm ? cJSON_Parse(qm) : NULL;
-    }
     for (size_t i = 0; i < p->n; i++) {
         feather_plan_entry *e = &p->e[i];
         e->tensor = feather_tensor_at(r, i);
-        p->lora += (size_t)decide(r, e, o, inc, exc, have_keep ? &preset_re : NULL, &embedding, &lora, p->preset, packed_in, p->full, qj);
+        p->lora += (size_t)decide(r, e, o, inc, exc, have_keep ? &preset_re : NULL, &embedding, &lora, p->preset, packed_in, p->full);
         /* An fp8 input's scales are used as they are, so their shape must say how. */
         feather_scale_layout L;
         const int used = e->action == FEATHER_REPACK || e->action == FEATHER_REQUANT || e->action == FEATHER_DEQUANT;
@@ -637,8 +630,6 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         p->bytes_out += p->e[i].bytes_out;
     }
 done:
-    for (unsigned sh = 0; qj && sh < nshards; sh++) cJSON_Delete(qj[sh]);
-    free(qj);
     for (size_t i = 0; i < ninc; i++) regfree(&inc[i]);
     for (size_t i = 0; i < nexc; i++) regfree(&exc[i]);
     if (have_keep) regfree(&preset_re);
