@@ -370,9 +370,10 @@ static feather_status read_scales(conv *c, const feather_plan_entry *e, size_t *
     if (st || (e->scale && (st = feather_tensor_data(c->r, e->scale, &sd, err)))) return st;
     const uint64_t bad = feather_scales_load(e->scale, sd, L, e->k, c->scales);
     if (e->scale && bad < e->scale->nelem)
-        return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and > 0)",
+        return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and %s)",
                             feather_reader_path(c->r), e->scale->name, (unsigned long long)bad,
-                            feather_load_f32(e->scale->dtype, sd, bad));
+                            feather_load_f32(L->swizzled ? L->dtype : e->scale->dtype, sd, bad),
+                            L->swizzled ? "not negative" : "> 0");
     return FEATHER_OK;
 }
 

@@ -456,7 +456,7 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
         snprintf(why, wl, "out of memory");
     } else if (bad < ns) {
         snprintf(why, wl, "the reference's scale %llu (%s) is %g: it dequantises no weight", (unsigned long long)bad,
-                 s->name, feather_load_f32(s->dtype, sd, bad));
+                 s->name, feather_load_f32(L.swizzled ? L.dtype : s->dtype, sd, bad));
     } else if (!isfinite(g) || !(g > 0)) {
         snprintf(why, wl, "the reference's tensor scale (%s) is %g: it dequantises no weight", s2->name, g);
     } else {

@@ -758,6 +758,20 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     REQUIRE(write_mx_nv(in, 0, 0, g) == 0);
     CHECK_EQ_U(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in), 2);
     CHECK_STR_CONTAINS(test_cmd_output(), "'blocks.0.attn.qkv.weight_scale': F8_E8M0 scales [256, 8] of fp8 weight");
+    /* a negative block scale (E4M3 0xb8, -1) */
+    REQUIRE(write_mx_nv(in, 1, 0, g) == 0);
+    {
+        feather_reader *rb;
+        feather_error e2 = {0};
+        REQUIRE(feather_open(&rb, in, FEATHER_OPEN_HEADER_ONLY, &e2) == FEATHER_OK);
+        const uint64_t at = 8 + feather_shard_header_len(rb, 0) + feather_find(rb, "blocks.0.mlp.fc1.weight_scale")->begin +
+                            tile_at(2, 1, 20);
+        feather_close(rb);
+        FILE *f = fopen(in, "r+b");
+        REQUIRE(f && fseek(f, (long)at, SEEK_SET) == 0 && fputc(0xb8, f) == 0xb8 && fclose(f) == 0);
+    }
+    CHECK_EQ_U(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "'blocks.0.mlp.fc1.weight_scale': scale 33 is -1 (must be finite and not negative)");
     /* a tensor scale that dequantises nothing */
     REQUIRE(write_mx_nv(in, 1, 0, -1.0f) == 0);
     CHECK_EQ_U(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in), 2);
