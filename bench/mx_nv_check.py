@@ -1,4 +1,4 @@
-"""Checks feather's reading of ComfyUI's MXFP8 and NVFP4 layers against torch.
+"""Checks feather's reading of ComfyUI's MXFP8 and NVFP4 layers, and ModelOpt's NVFP4, against torch.
 
     python3 bench/mx_nv_check.py BINDIR WORKDIR
 
@@ -6,7 +6,8 @@ Writes, with torch, a checkpoint as ComfyUI stores these formats: MXFP8 (e4m3 co
 scales per 32 values along K) tagged in _quantization_metadata, NVFP4 (two E2M1 codes a byte,
 the even column in the high nibble, E4M3 scales per 16 values and one F32 tensor scale) tagged
 by a comfy_quant tensor; block scales in cuBLAS's tiled order (tiles of 128 rows x 4 groups,
-padded), rows and groups that do not fill a tile included. The tiles are built here with
+padded), rows and groups that do not fill a tile included. Beside them, NVFP4 as ModelOpt
+writes it, untagged: the even column in the low nibble, block scales [N, K/16] in row order. The tiles are built here with
 torch's view and permute, apart from feather's index arithmetic. Layers feather-convert keeps
 (--exclude) are dequantised to BF16 and must equal torch's dequantisation, done in float64 and
 rounded once to float32, to the bit; the converted file must be the same from the CPU and the
@@ -48,18 +49,20 @@ def mxfp8(n, k):
     return q.view(torch.uint8), tiled(e), want.float()
 
 
-def nvfp4(n, k):
+def nvfp4(n, k, modelopt=False):
+    """ComfyUI's NVFP4 (even column in the high nibble, tiled scales), or ModelOpt's (even column
+    in the low nibble, scales [n, k/16] in row order, none of them 0)."""
     w = torch.randn(n, k, generator=gen) * 0.02
     g = (w.abs().max() / (448 * 6)).float()
     bs = (w.view(n, k // 16, 16).abs().amax(-1) / 6 / g).clamp(max=448)
-    bs[3, 1] = 0  # a block of zeros, as ComfyUI writes one
+    bs[3, 1] = 1 if modelopt else 0  # a block of zeros: ComfyUI's scale is 0, ModelOpt's 1
     bs = bs.to(torch.float8_e4m3fn)
     x = w.view(n, k // 16, 16) / (bs.float() * g).clamp(min=1e-30).unsqueeze(-1)
     codes = (x.view(n, k).double().unsqueeze(-1) - E2M1).abs().argmin(-1).to(torch.uint8)
     codes.view(n, k // 16, 16)[3, 1] = 0
-    packed = (codes[:, 0::2] << 4) | codes[:, 1::2]
+    packed = (codes[:, 1::2] << 4) | codes[:, 0::2] if modelopt else (codes[:, 0::2] << 4) | codes[:, 1::2]
     want = (E2M1[codes.long()].view(n, k // 16, 16) * bs.double().unsqueeze(-1) * g.double()).view(n, k)
-    return packed, tiled(bs.view(torch.uint8)), g, want.float()
+    return packed, bs.view(torch.uint8) if modelopt else tiled(bs.view(torch.uint8)), g, want.float()
 
 
 def save(path, tensors, meta):
@@ -93,6 +96,13 @@ for name, (n, k) in {"blocks.0.mlp.fc1": (3072, 1024), "blocks.0.mlp.fc2": (144,
     tensors[name + ".weight_scale"] = ("F8_E4M3", tuple(s.shape), raw(s))
     tensors[name + ".weight_scale_2"] = ("F32", (), raw(g.reshape(1)))
     tensors[name + ".comfy_quant"] = ("U8", (len(tag),), tag)
+    want[name + ".weight"] = ref
+for name, (n, k) in {"blocks.0.mlp.fc3": (1536, 2048), "blocks.0.mlp.fc4": (208, 96)}.items():
+    q, s, g, ref = nvfp4(n, k, modelopt=True)  # no tag
+    tensors[name + ".weight"] = ("U8", (n, k // 2), raw(q))
+    tensors[name + ".weight_scale"] = ("F8_E4M3", tuple(s.shape), raw(s))
+    tensors[name + ".weight_scale_2"] = ("F32", (), raw(g.reshape(1)))
+    tensors[name + ".input_scale"] = ("F32", (), raw(g.reshape(1)))
     want[name + ".weight"] = ref
 # one BF16 layer beside them, for the conversion that keeps them all to convert
 tensors["blocks.0.norm.linear.weight"] = ("BF16", (64, 64), raw(torch.randn(64, 64, generator=gen).to(torch.bfloat16)))
@@ -136,6 +146,6 @@ for scale in ("block:32", "block:16"):
                         os.path.join(work, "gpu", "out.safetensors")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     lines.append(f"--scale {scale}: " + r.stdout.strip().splitlines()[-1])
-print(f"torch {torch.__version__}: {values} MXFP8 and NVFP4 values dequantised equal to torch's; CPU and GPU files "
+print(f"torch {torch.__version__}: {values} MXFP8 and NVFP4 (ComfyUI's and ModelOpt's) values dequantised equal to torch's; CPU and GPU files "
       "identical at block:32 and block:16")
 print("\n".join(lines))

@@ -430,7 +430,8 @@ static void deq_rows(void *arg, size_t r0, size_t r1, int worker) {
     const uint64_t k = j->e->k;
     (void)worker;
     if (j->e->scale2)
-        feather_dequantize_nvfp4(j->q + r0 * k / 2, j->scales + r0 * k / 16, j->g, r1 - r0, k, j->wide + r0 * k);
+        feather_dequantize_nvfp4(j->q + r0 * k / 2, !j->L->swizzled, j->scales + r0 * k / 16, j->g, r1 - r0, k,
+                                 j->wide + r0 * k);
     else
         feather_dequantize_rows(j->q, j->e->tensor->ndim == 3, feather_fp8_of(j->e->tensor->dtype), j->L->mode,
                                 j->L->group, j->scales, j->e->n, k, r0, r1, j->wide);

@@ -107,17 +107,18 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
     return count;
 }
 
-void feather_dequantize_nvfp4(const uint8_t *q, const float *scales, float tensor_scale, uint64_t n, uint64_t k,
-                              float *out) {
+void feather_dequantize_nvfp4(const uint8_t *q, int low_first, const float *scales, float tensor_scale, uint64_t n,
+                              uint64_t k, float *out) {
     static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    const int even = low_first ? 0 : 4, odd = 4 - even;
     for (uint64_t i = 0; i < n * k; i += 16) {
         /* code × block scale has at most 2 + 4 significant bits, exact in f32, so the product
          * with the tensor scale is the one rounding (as if done in double and rounded once). */
         const float s = scales[i / 16];
         for (int j = 0; j < 16; j += 2) {
             const uint8_t b = q[(i + j) / 2];
-            out[i + j] = e2m1[b >> 4] * s * tensor_scale;
-            out[i + j + 1] = e2m1[b & 15] * s * tensor_scale;
+            out[i + j] = e2m1[(b >> even) & 15] * s * tensor_scale;
+            out[i + j + 1] = e2m1[(b >> odd) & 15] * s * tensor_scale;
         }
     }
 }
@@ -155,7 +156,14 @@ int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const fe
     if (s2 || (s && (s->dtype == FEATHER_U8 || s->dtype == FEATHER_F8_E8M0))) feather_comfy_format(r, w, f, sizeof f);
     const int tagged = !strcmp(f, s2 ? "nvfp4" : "mxfp8") || !strcmp(f, "?");
     int fit;
-    if (s && s->dtype == FEATHER_U8) {
+    if (s2 && !f[0]) {
+        /* ModelOpt's NVFP4 (no ComfyUI tag): E4M3 block scales [N, K/16] in row order */
+        memset(L, 0, sizeof *L);
+        fit = s->dtype == FEATHER_F8_E4M3 && s->ndim == 2 && k % 16 == 0 && s->shape[0] == n && s->shape[1] == k / 16
+                  ? mode_by_count(s->nelem, n, k, L)
+                  : -1;
+        L->dtype = s->dtype;
+    } else if (s && s->dtype == FEATHER_U8) {
         /* ComfyUI also reads its 8-bit block scales from U8 bytes, as older files store them */
         memset(L, 0, sizeof *L);
         fit = tagged ? swizzled_layout(s, s2 ? FEATHER_F8_E4M3 : FEATHER_F8_E8M0, n, k, L) : -2;
@@ -175,12 +183,17 @@ int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_t
     if (w->dtype != FEATHER_U8 || w->ndim != 2) return 0;
     char fmt[16], name[4200];
     feather_comfy_format(r, w, fmt, sizeof fmt);
-    if (strcmp(fmt, "nvfp4") && strcmp(fmt, "?")) return 0;
+    const feather_tensor *s = feather_fp8_scale_of(r, w->name);
     snprintf(name, sizeof name, "%s_scale_2", w->name);
     const feather_tensor *s2 = feather_find(r, name);
+    /* ComfyUI's (tagged; block scales E4M3 or U8) or ModelOpt's (no tag; E4M3 [N, K/16]) */
+    const int comfy = (!strcmp(fmt, "nvfp4") || !strcmp(fmt, "?")) && s &&
+                      (s->dtype == FEATHER_F8_E4M3 || s->dtype == FEATHER_U8);
+    const int modelopt = !fmt[0] && s && s->dtype == FEATHER_F8_E4M3 && s->ndim == 2 && s->shape[0] == w->shape[0] &&
+                         s->shape[1] * 8 == w->shape[1];
+    if (!s2 || !(comfy || modelopt)) return 0;
     if (scale2) *scale2 = s2;
-    const feather_tensor *s = feather_fp8_scale_of(r, w->name);
-    return s2 && s && (s->dtype == FEATHER_F8_E4M3 || s->dtype == FEATHER_U8);
+    return 1;
 }
 
 void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,

@@ -92,11 +92,11 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
 void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,
                              const float *scales, uint64_t n, uint64_t k, uint64_t r0, uint64_t r1, float *out);
 
-/* NVFP4 codes [N, K/2] (two E2M1 values a byte, the even column in the high nibble, as ComfyUI
- * packs them) to f32 [N, K]: out = code · block scale · tensor scale, rounded once (the first
- * product is exact). scales: N · K/16 block scales in row order. */
-void feather_dequantize_nvfp4(const uint8_t *q, const float *scales, float tensor_scale, uint64_t n, uint64_t k,
-                              float *out);
+/* NVFP4 codes [N, K/2] (two E2M1 values a byte, the even column in the high nibble as ComfyUI
+ * packs them, or in the low one where low_first, as ModelOpt does) to f32 [N, K]: out = code ·
+ * block scale · tensor scale, rounded once (the first product is exact). scales: N · K/16 block scales in row order. */
+void feather_dequantize_nvfp4(const uint8_t *q, int low_first, const float *scales, float tensor_scale, uint64_t n,
+                              uint64_t k, float *out);
 
 /* Shard's _quantization_metadata (ComfyUI's per-layer header) parsed, NULL where it has none or
  * it is not JSON; parsed for every shard on the first call and kept until feather_close. The
@@ -112,14 +112,17 @@ void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt,
 /* The layout of the scales s (and s2, an NVFP4 weight's tensor scale) of quantised weight w
  * [N, K] in reader r, as feather_scale_layout_of, where 8-bit block scales are those of a
  * ComfyUI layer of their format (F8_E4M3 or F8_E8M0, or U8 bytes read as those, as ComfyUI
- * reads them): -1 where an NVFP4 weight's are not E4M3 blocks and one float, -2 where other
- * 8-bit scales are not E8M0 ones of an mxfp8 layer (other writers' E8M0 may be in row order). */
+ * reads them), or an untagged NVFP4 weight's row-order E4M3 ones (ModelOpt's): -1 where an
+ * NVFP4 weight's are not E4M3 blocks and one float, -2 where other 8-bit scales are not E8M0
+ * ones of an mxfp8 layer (other writers' E8M0 may be in row order). */
 int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const feather_tensor *s,
                             const feather_tensor *s2, uint64_t n, uint64_t k, feather_scale_layout *L);
 
-/* Whether weight w is an NVFP4 layer feather reads: U8 [N, K/2] codes of a ComfyUI "nvfp4"
- * layer, with its E4M3 (or U8) block scales (X.weight_scale) and tensor scale
- * (X.weight_scale_2, set into *scale2 when given). */
+/* Whether weight w is an NVFP4 layer feather reads: U8 [N, K/2] codes with block scales
+ * (X.weight_scale) and a tensor scale (X.weight_scale_2, set into *scale2 when given), of a
+ * ComfyUI "nvfp4" layer (block scales E4M3 or U8, in cuBLAS's tiles: their layout says so,
+ * swizzled) or, without a ComfyUI tag, as NVIDIA's ModelOpt writes them (E4M3 [N, K/16] in row
+ * order, the even column in the low nibble). */
 int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_tensor **scale2);
 
 /* The scale tensor of an fp8 weight "X.weight": X.weight_scale, DeepSeek's X.weight_scale_inv

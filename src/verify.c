@@ -460,7 +460,7 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
     } else if (!isfinite(g) || !(g > 0)) {
         snprintf(why, wl, "the reference's tensor scale (%s) is %g: it dequantises no weight", s2->name, g);
     } else {
-        if (nvfp4) feather_dequantize_nvfp4(rd, sc, g, n, k, out);
+        if (nvfp4) feather_dequantize_nvfp4(rd, !L.swizzled, sc, g, n, k, out);
         else feather_dequantize(rd, packed, feather_fp8_of(rt->dtype), L.mode, L.group, sc, n, k, out);
         free(sc);
         return out;
