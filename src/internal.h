@@ -75,9 +75,10 @@ typedef struct feather_scale_layout {
  * [N, K] values), told by its shape: one element: tensor; [N] or [N, 1]: channel; [N, K/G] for G
  * a multiple of 16 dividing K: block:G; [⌈N/128⌉, ⌈K/128⌉] or [N, ⌈K/128⌉]: blocks with short
  * last ones. A 1-D tensor of N · K/G elements is block:G too, as feather's own files and older
- * writers hold them. F8_E8M0 and F8_E4M3 scales are swizzled blocks (above), the only 8-bit ones
- * read: the caller checks that the layer's ComfyUI tag says so. -1 when it fits none, -2 when s
- * is of another dtype (integers, or E8M0 in another shape). */
+ * writers hold them. F8_E8M0 and F8_E4M3 scales are taken for swizzled blocks (above), as a
+ * ComfyUI layer holds them; feather_quant_scales_of checks the layer's tag, and reads ModelOpt's
+ * row-order E4M3 ones. -1 when it fits none, -2 when s is of another dtype (integers, or E8M0
+ * in another shape). */
 int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, feather_scale_layout *L);
 
 /* L's count scales from the data sd of scale tensor s as f32 into out, or ones where s is NULL;

@@ -422,13 +422,12 @@ static char *xstrdup_scale_name(const char *w) {
 }
 
 /* An fp8 reference weight of [N, K] (plain, or packed as a feather file stores it), or an NVFP4
- * one, dequantised with its own scales: what a file converted from such a checkpoint is
- * measured against. NULL with why filled when it cannot be (its shape or scales fit nothing),
- * or out of memory. */
-static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const void *rd, uint64_t n, uint64_t k,
-                            char *why, size_t wl) {
-    const feather_tensor *s2 = NULL;
-    const int nvfp4 = feather_is_nvfp4(ref, rt, &s2);
+ * one (s2: its tensor scale, as feather_is_nvfp4 found it; NULL for fp8), dequantised with its
+ * own scales: what a file converted from such a checkpoint is measured against. NULL with why
+ * filled when it cannot be (its shape or scales fit nothing), or out of memory. */
+static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const feather_tensor *s2, const void *rd,
+                            uint64_t n, uint64_t k, char *why, size_t wl) {
+    const int nvfp4 = s2 != NULL;
     const int packed = !nvfp4 && shape_is(rt, 3, k / 16, n, 16) && k % 16 == 0;
     if (!packed && !shape_is(rt, 2, n, nvfp4 ? k / 2 : k, 0)) {
         snprintf(why, wl, "the reference tensor's shape is not the recorded [%llu, %llu]", (unsigned long long)n,
@@ -651,11 +650,12 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                     job.rdata = rd;
                     job.rbytes = rt->nbytes;
                 }
-                const int rfp8 = feather_is_fp8(rt->dtype) || feather_is_nvfp4(ref, rt, NULL);
+                const feather_tensor *rs2 = NULL; /* an NVFP4 reference's tensor scale */
+                const int rfp8 = feather_is_fp8(rt->dtype) || feather_is_nvfp4(ref, rt, &rs2);
                 if (!conv && rfp8 && t->dtype == FEATHER_BF16 && t->ndim == 2) {
                     /* an fp8 weight the conversion dequantised: bf16(code x scale), to the bit */
                     char why[200];
-                    if (!(rdeq = fp8_reference(ref, rt, rd, t->shape[0], t->shape[1], why, sizeof why)) ||
+                    if (!(rdeq = fp8_reference(ref, rt, rs2, rd, t->shape[0], t->shape[1], why, sizeof why)) ||
                         !(rbf16 = malloc(t->nbytes))) {
                         note(p_ref, sizeof p_ref, "%s", rdeq ? "out of memory" : why);
                     } else {
@@ -672,7 +672,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                     }
                 } else if (rfp8) {
                     char why[200];
-                    if (!(rdeq = fp8_reference(ref, rt, rd, n, k, why, sizeof why))) note(p_ref, sizeof p_ref, "%s", why);
+                    if (!(rdeq = fp8_reference(ref, rt, rs2, rd, n, k, why, sizeof why))) note(p_ref, sizeof p_ref, "%s", why);
                     else measure = layout_ok && scales_ok;
                 } else if (rt->ndim != 2 || rt->shape[0] != n || rt->shape[1] != k) {
                     note(p_ref, sizeof p_ref, "the reference tensor's shape is not the recorded [%llu, %llu]",
