@@ -205,26 +205,26 @@ static feather_status declare_entry(conv *c, feather_writer *w, const feather_pl
     if (e->action == FEATHER_KEEP) return feather_writer_tensor(w, t->name, dt, t->ndim, t->shape, err);
     if (e->action == FEATHER_DEQUANT) {
         const uint64_t shape[2] = {e->n, e->k};
-        return feather_writer_tensor(w, t->name, dt, 2, shape, err);
+        return feather_writer_tensor(w, e->name, dt, 2, shape, err);
     }
     if (c->o->layout == FEATHER_LAYOUT_PACKED) {
         uint64_t shape[3] = {e->k / 16, e->n, 16};
-        st = feather_writer_tensor(w, t->name, dt, 3, shape, err);
+        st = feather_writer_tensor(w, e->name, dt, 3, shape, err);
     } else {
         uint64_t shape[2] = {e->n, e->k};
-        st = feather_writer_tensor(w, t->name, dt, 2, shape, err);
+        st = feather_writer_tensor(w, e->name, dt, 2, shape, err);
     }
     if (st) return st;
     char name[4200];
     unsigned nd;
     uint64_t sh[2];
     out_scale_shape(c, e, &nd, sh);
-    snprintf(name, sizeof name, "%s_scale", t->name);
+    snprintf(name, sizeof name, "%s_scale", e->name);
     if ((st = feather_writer_tensor(w, name, FEATHER_F32, nd, sh, err))) return st;
     if (c->o->layout == FEATHER_LAYOUT_COMFY) {
-        size_t len = strlen(t->name);
+        size_t len = strlen(e->name);
         uint64_t jl = strlen(comfy_quant_json(c->o->quant.format));
-        snprintf(name, sizeof name, "%.*s.comfy_quant", (int)(len - 7), t->name);
+        snprintf(name, sizeof name, "%.*s.comfy_quant", (int)(len - 7), e->name);
         if ((st = feather_writer_tensor(w, name, FEATHER_U8, 1, &jl, err))) return st;
     }
     return FEATHER_OK;
@@ -239,9 +239,9 @@ static char *tensors_json(conv *c, unsigned shard) {
     for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c->plan, i);
         if (!converted(e) || e->tensor->shard != shard) continue;
-        cJSON *old = prev ? cJSON_GetObjectItemCaseSensitive(prev, e->tensor->name) : NULL;
+        cJSON *old = prev ? cJSON_GetObjectItemCaseSensitive(prev, e->name) : NULL;
         if (old) {
-            cJSON_AddItemToObject(root, e->tensor->name, cJSON_Duplicate(old, 1));
+            cJSON_AddItemToObject(root, e->name, cJSON_Duplicate(old, 1));
             continue;
         }
         cJSON *o = cJSON_CreateObject();
@@ -250,7 +250,7 @@ static char *tensors_json(conv *c, unsigned shard) {
         cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e->n));
         cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)e->k));
         cJSON_AddItemToObject(o, "shape", sh);
-        cJSON_AddItemToObject(root, e->tensor->name, o);
+        cJSON_AddItemToObject(root, e->name, o);
     }
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -270,10 +270,9 @@ static char *comfy_layers_json(conv *c, unsigned shard, size_t *n) {
     *n = 0;
     for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c->plan, i);
-        const feather_tensor *t = e->tensor;
-        if (t->shard != shard || !feather_ends_with(t->name, ".weight")) continue;
+        if (e->tensor->shard != shard || !feather_ends_with(e->name, ".weight")) continue;
         char layer[4200];
-        snprintf(layer, sizeof layer, "%.*s", (int)(strlen(t->name) - 7), t->name);
+        snprintf(layer, sizeof layer, "%.*s", (int)(strlen(e->name) - 7), e->name);
         cJSON *kept = e->action == FEATHER_KEEP ? cJSON_GetObjectItemCaseSensitive(in_layers, layer) : NULL;
         if (kept) {
             cJSON_AddItemToObject(layers, layer, cJSON_Duplicate(kept, 1));
@@ -365,15 +364,15 @@ static void note_snr(conv *c, const feather_tensor *t, const feather_quant_stats
 static feather_status read_scales(conv *c, const feather_plan_entry *e, size_t *cap, feather_scale_layout *L) {
     feather_error *err = c->err;
     const void *sd = NULL;
-    feather_quant_scales_of(c->r, e->tensor, e->scale, e->scale2, e->n, e->k, L);
+    feather_quant_scales_of(c->r, e->tensor, e->scale, e->scale2, e->fp4, e->n, e->k, L);
     feather_status st = grow((void **)&c->scales, cap, L->count * sizeof(float), err);
     if (st || (e->scale && (st = feather_tensor_data(c->r, e->scale, &sd, err)))) return st;
     const uint64_t bad = feather_scales_load(e->scale, sd, L, e->k, c->scales);
     if (e->scale && bad < e->scale->nelem)
         return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and %s)",
                             feather_reader_path(c->r), e->scale->name, (unsigned long long)bad,
-                            feather_load_f32(L->swizzled ? L->dtype : e->scale->dtype, sd, bad),
-                            L->swizzled ? "not negative" : "> 0");
+                            feather_load_f32(L->dtype ? L->dtype : e->scale->dtype, sd, bad),
+                            L->dtype ? "not negative" : "> 0");
     return FEATHER_OK;
 }
 
@@ -408,12 +407,6 @@ static feather_status take_buffer(conv *c, int slot, uint64_t bytes) {
     return FEATHER_OK;
 }
 
-/* Whether an NVFP4 weight keeps its own blocks: under block scale × tensor scale every E2M1
- * value (0, 0.5 … 6) is an e5m2 code, so at block:16 only that product's rounding to f32 is lost. */
-static int keeps_nvfp4_blocks(const feather_quant_options *q, const feather_plan_entry *e) {
-    return e->scale2 && q->mode == FEATHER_SCALE_BLOCK && q->group == 16;
-}
-
 /* One range of rows of a quantised input, dequantised into wide (f32), and rounded into bf16
  * where that is not NULL. */
 typedef struct deq_job {
@@ -429,18 +422,18 @@ static void deq_rows(void *arg, size_t r0, size_t r1, int worker) {
     const deq_job *j = arg;
     const uint64_t k = j->e->k;
     (void)worker;
-    if (j->e->scale2)
-        feather_dequantize_nvfp4(j->q + r0 * k / 2, !j->L->swizzled, j->scales + r0 * k / 16, j->g, r1 - r0, k,
-                                 j->wide + r0 * k);
+    if (j->e->fp4)
+        feather_dequantize_fp4(j->q + r0 * k / 2, !j->L->swizzled, j->e->fp4, j->scales + r0 * k / j->e->fp4, j->g,
+                               r1 - r0, k, j->wide + r0 * k);
     else
         feather_dequantize_rows(j->q, j->e->tensor->ndim == 3, feather_fp8_of(j->e->tensor->dtype), j->L->mode,
                                 j->L->group, j->scales, j->e->n, k, r0, r1, j->wide);
     for (uint64_t i = r0 * k; j->bf16 && i < r1 * k; i++) j->bf16[i] = feather_f32_to_bf16(j->wide[i]);
 }
 
-/* Dequantises an fp8 or NVFP4 input weight with its scales into c->wide (f32), and into bf16
- * where that is not NULL, over the context's threads; an NVFP4 one's block scales stay in
- * c->scales and its tensor scale goes into *g. */
+/* Dequantises an fp8 or FP4 input weight with its scales into c->wide (f32), and into bf16
+ * where that is not NULL, over the context's threads; an FP4 one's block scales stay in
+ * c->scales and its tensor scale goes into *g (feather_fp4_tensor_scale). */
 static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot, float *g,
                                        uint16_t *bf16) {
     feather_scale_layout L;
@@ -448,15 +441,12 @@ static feather_status dequantize_input(conv *c, const feather_plan_entry *e, con
     feather_status st = read_scales(c, e, &c->s_caps[slot], &L);
     c->ss[slot] = c->scales;
     if (st || (st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), c->err))) return st;
-    const void *d2;
+    const void *d2 = NULL;
     *g = 1;
-    if (e->scale2) {
-        if ((st = feather_tensor_data(c->r, e->scale2, &d2, c->err))) return st;
-        *g = feather_load_f32(e->scale2->dtype, d2, 0);
-        if (!isfinite(*g) || !(*g > 0))
-            return feather_fail(c->err, FEATHER_E_INVALID, "%s: tensor '%s': tensor scale %g (must be finite and > 0)",
-                                feather_reader_path(c->r), e->scale2->name, *g);
-    }
+    if (e->scale2 && (st = feather_tensor_data(c->r, e->scale2, &d2, c->err))) return st;
+    if (e->fp4 && feather_fp4_tensor_scale(e->tensor, e->scale2, d2, c->scales, L.count, g))
+        return feather_fail(c->err, FEATHER_E_INVALID, "%s: tensor '%s': tensor scale %g (must be finite and > 0)",
+                            feather_reader_path(c->r), e->scale2->name, *g);
     deq_job j = {.e = e, .q = data, .L = &L, .scales = c->scales, .g = *g, .wide = c->wide, .bf16 = bf16};
     feather_parallel_for(c->ctx, e->n, 16, deq_rows, &j);
     return FEATHER_OK;
@@ -515,10 +505,15 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
         return st;
     c->ss[slot] = c->scales;
     memset(&stats, 0, sizeof stats);
-    if (keeps_nvfp4_blocks(&qo, e)) {
-        /* Its scales are the input's (a block of zeros, scale 0, takes 1); no search, so the
-         * same on every device. */
-        for (uint64_t i = 0; i < e->n * e->k / 16; i++) c->scales[i] = c->scales[i] > 0 ? c->scales[i] * g : 1.0f;
+    if (feather_fp4_keeps_blocks(&qo, e->fp4)) {
+        /* Its scales are the input's, each spread over the groups of its block (a block of
+         * zeros, scale 0, takes 1); no search, so the same on every device. Backwards, in place:
+         * scale i comes from one at or before i. */
+        const uint64_t ng = e->n * e->k / qo.group, per = e->fp4 / qo.group;
+        for (uint64_t i = ng; i-- > 0;) {
+            const float s = c->scales[i / per] * g;
+            c->scales[i] = s > 0 ? s : 1.0f;
+        }
         st = feather_quantize_with(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, c->scales, packed, c->q,
                                    c->o->no_snr ? NULL : &stats, err);
     } else {
@@ -738,6 +733,20 @@ static feather_status shard_output(conv *c, const char *output, unsigned shard, 
     return FEATHER_OK;
 }
 
+/* Whether name is one the output gives a converted weight's scale or ComfyUI tag: an input's
+ * scale or tag it drops may have had the same name (X.weight_scale). */
+static int written_beside(const conv *c, const char *name) {
+    const size_t len = strlen(name);
+    for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
+        const feather_plan_entry *e = feather_plan_at(c->plan, i);
+        const size_t wl = strlen(e->name), ll = wl - strlen(".weight"); /* converted: X.weight */
+        if (!converted(e) || len <= ll || strncmp(name, e->name, ll)) continue;
+        if (!strcmp(name + ll, ".weight_scale")) return 1;
+        if (c->o->layout == FEATHER_LAYOUT_COMFY && !strcmp(name + ll, ".comfy_quant")) return 1;
+    }
+    return 0;
+}
+
 /* Does the existing output hold what this plan makes of every tensor: converted ones in the
  * target fp8 dtype, dequantised ones in BF16, kept ones as they are, dropped ones not at all? The
  * options name a preset, not its rules: a file made before a preset changed what it keeps says
@@ -745,8 +754,8 @@ static feather_status shard_output(conv *c, const char *output, unsigned shard, 
 static int same_selection(const conv *c, feather_reader *out) {
     for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c->plan, i);
-        const feather_tensor *t = feather_find(out, e->tensor->name);
-        if (e->action == FEATHER_DROP ? t != NULL : !t || t->dtype != out_dtype(c, e)) return 0;
+        const feather_tensor *t = feather_find(out, e->name);
+        if (e->action == FEATHER_DROP ? t && !written_beside(c, e->name) : !t || t->dtype != out_dtype(c, e)) return 0;
     }
     return 1;
 }
@@ -791,13 +800,13 @@ static feather_status write_index(conv *c, const char *output, char **shard_path
             const feather_plan_entry *e = feather_plan_at(c->plan, i);
             if (e->tensor->shard != s || e->action == FEATHER_DROP) continue;
             total += e->bytes_out;
-            cJSON_AddStringToObject(map, e->tensor->name, base);
+            cJSON_AddStringToObject(map, e->name, base);
             if (!converted(e)) continue;
             char name[4200];
-            snprintf(name, sizeof name, "%s_scale", e->tensor->name);
+            snprintf(name, sizeof name, "%s_scale", e->name);
             cJSON_AddStringToObject(map, name, base);
             if (c->o->layout == FEATHER_LAYOUT_COMFY) {
-                snprintf(name, sizeof name, "%.*s.comfy_quant", (int)(strlen(e->tensor->name) - 7), e->tensor->name);
+                snprintf(name, sizeof name, "%.*s.comfy_quant", (int)(strlen(e->name) - 7), e->name);
                 cJSON_AddStringToObject(map, name, base);
             }
         }
@@ -877,8 +886,8 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
         const feather_plan_entry *e = feather_plan_at(c.plan, i);
         const feather_tensor *t = e->tensor;
         c.total += t->nbytes;
-        if (e->action == FEATHER_REQUANT && !keeps_nvfp4_blocks(&o->quant, e) && !nreq++) first_req = t;
-        nnv += e->action == FEATHER_REQUANT && e->scale2 && !keeps_nvfp4_blocks(&o->quant, e);
+        if (e->action == FEATHER_REQUANT && !feather_fp4_keeps_blocks(&o->quant, e->fp4) && !nreq++) first_req = t;
+        nnv += e->action == FEATHER_REQUANT && e->fp4 && !feather_fp4_keeps_blocks(&o->quant, e->fp4);
         if (e->action == FEATHER_DEQUANT && !ndeq++) first_deq = t;
         if (o->layout == FEATHER_LAYOUT_PACKED && other_quantised(c.r, e) && !nother++) first_other = t;
     }
@@ -886,7 +895,7 @@ feather_status feather_convert(feather_ctx *ctx, const char *input, const char *
         warn(res, "%zu quantised layer%s (%s: %s%s) requantised to %s: the rounding errors add up%s", nreq,
              nreq == 1 ? "" : "s", first_req->name, feather_dtype_name(first_req->dtype), nreq > 1 ? ", …" : "",
              feather_fp8_name(o->quant.format),
-             nnv && o->layout == FEATHER_LAYOUT_PACKED ? " (NVFP4 layers keep their own blocks at --scale block:16)" : "");
+             nnv && o->layout == FEATHER_LAYOUT_PACKED ? " (NVFP4 and MXFP4 layers keep their own blocks at --scale block:16)" : "");
     if (ndeq)
         warn(res, "%zu quantised layer%s not converted (%s%s) dequantised to BF16: the output's loader would run %s, "
                   "without %s (see --plan)",

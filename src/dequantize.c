@@ -1,7 +1,7 @@
 /* Dequantisation of plain (N, K) or packed (K/16, N, 16) fp8 codes to f32: out = f32(q) · s,
  * one f32 multiply, with the scale chosen by the mode (see quant.h): none, absmax and tensor
  * use scales[0] (1 when scales is NULL), channel scales[n], block scales[n·K/G + k/G]; and of
- * ComfyUI's NVFP4 codes. Also how a quantised checkpoint's scales are found and read: their
+ * FP4 codes (NVFP4, MXFP4). Also how a quantised checkpoint's scales are found and read: their
  * tensor's name, their layer's ComfyUI format and, from their shape, their layout. */
 #include "internal.h"
 #include "feather/quant.h"
@@ -94,9 +94,13 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
         }
         return count;
     }
+    /* an FP4 weight's 8-bit block scales in row order: read as their format, and 0 for a block
+     * of zeros */
+    const int bytes = L->dtype == FEATHER_F8_E4M3 || L->dtype == FEATHER_F8_E8M0;
+    const feather_dtype dt = bytes ? L->dtype : s ? s->dtype : FEATHER_F32;
     for (uint64_t i = 0; i < count; i++) {
-        const float v = s ? feather_load_f32(s->dtype, sd, i) : 1.0f;
-        if (!isfinite(v) || !(v > 0)) return i;
+        const float v = s ? feather_load_f32(dt, sd, i) : 1.0f;
+        if (!isfinite(v) || !(v > 0 || (bytes && v == 0))) return i;
         if (!L->rows) out[i] = v;
     }
     if (L->rows) {
@@ -107,14 +111,15 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
     return count;
 }
 
-void feather_dequantize_nvfp4(const uint8_t *q, int low_first, const float *scales, float tensor_scale, uint64_t n,
-                              uint64_t k, float *out) {
+void feather_dequantize_fp4(const uint8_t *q, int low_first, unsigned group, const float *scales, float tensor_scale,
+                            uint64_t n, uint64_t k, float *out) {
     static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
     const int even = low_first ? 0 : 4, odd = 4 - even;
     for (uint64_t i = 0; i < n * k; i += 16) {
-        /* code × block scale has at most 2 + 4 significant bits, exact in f32, so the product
-         * with the tensor scale is the one rounding (as if done in double and rounded once). */
-        const float s = scales[i / 16];
+        /* code × block scale has at most 2 + 4 significant bits (E4M3; E8M0 is a power of two),
+         * exact in f32, so the product with the tensor scale is the one rounding (as if done in
+         * double and rounded once). */
+        const float s = scales[i / group];
         for (int j = 0; j < 16; j += 2) {
             const uint8_t b = q[(i + j) / 2];
             out[i + j] = e2m1[(b >> even) & 15] * s * tensor_scale;
@@ -151,37 +156,57 @@ void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt,
 }
 
 int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const feather_tensor *s,
-                            const feather_tensor *s2, uint64_t n, uint64_t k, feather_scale_layout *L) {
+                            const feather_tensor *s2, unsigned fp4, uint64_t n, uint64_t k, feather_scale_layout *L) {
     char f[16] = "";
-    if (s2 || (s && (s->dtype == FEATHER_U8 || s->dtype == FEATHER_F8_E8M0))) feather_comfy_format(r, w, f, sizeof f);
-    const int tagged = !strcmp(f, s2 ? "nvfp4" : "mxfp8") || !strcmp(f, "?");
+    if (fp4 || (s && (s->dtype == FEATHER_U8 || s->dtype == FEATHER_F8_E8M0))) feather_comfy_format(r, w, f, sizeof f);
+    const int tagged = !strcmp(f, fp4 ? "nvfp4" : "mxfp8") || !strcmp(f, "?");
+    const feather_dtype fp4_dt = fp4 == 32 ? FEATHER_F8_E8M0 : FEATHER_F8_E4M3;
     int fit;
-    if (s2 && !f[0]) {
-        /* ModelOpt's NVFP4 (no ComfyUI tag): E4M3 block scales [N, K/16] in row order */
+    if (fp4 && !f[0]) {
+        /* ModelOpt's and compressed-tensors' FP4 (no ComfyUI tag): block scales [N, K/G] in row
+         * order, E4M3 per 16 values, or E8M0 per 32 (compressed-tensors stores those as U8) */
         memset(L, 0, sizeof *L);
-        fit = s->dtype == FEATHER_F8_E4M3 && s->ndim == 2 && k % 16 == 0 && s->shape[0] == n && s->shape[1] == k / 16
+        fit = s && (s->dtype == fp4_dt || (fp4 == 32 && s->dtype == FEATHER_U8)) && s->ndim == 2 && k % fp4 == 0 &&
+                      s->shape[0] == n && s->shape[1] == k / fp4
                   ? mode_by_count(s->nelem, n, k, L)
                   : -1;
-        L->dtype = s->dtype;
+        L->dtype = fp4_dt;
     } else if (s && s->dtype == FEATHER_U8) {
         /* ComfyUI also reads its 8-bit block scales from U8 bytes, as older files store them */
         memset(L, 0, sizeof *L);
-        fit = tagged ? swizzled_layout(s, s2 ? FEATHER_F8_E4M3 : FEATHER_F8_E8M0, n, k, L) : -2;
+        fit = tagged ? swizzled_layout(s, fp4 ? FEATHER_F8_E4M3 : FEATHER_F8_E8M0, n, k, L) : -2;
     } else {
         fit = feather_scale_layout_of(s, n, k, L);
     }
-    if (s2)
-        return fit || L->dtype != FEATHER_F8_E4M3 || s2->nelem != 1 || !feather_is_float(s2->dtype) ||
-                       w->nbytes * 2 != n * k
-                   ? -1
-                   : 0;
+    if (fp4) {
+        const int tensor_ok = fp4 == 32 ? !s2 : s2 && s2->nelem == 1 && feather_is_float(s2->dtype);
+        return fit || L->dtype != fp4_dt || L->group != fp4 || !tensor_ok || w->nbytes * 2 != n * k ? -1 : 0;
+    }
     if (fit || !L->swizzled) return fit;
     return !tagged || L->dtype != FEATHER_F8_E8M0 ? -2 : 0;
 }
 
-int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_tensor **scale2) {
+int feather_fp4_divides(const feather_tensor *w) { return feather_ends_with(w->name, ".weight_packed"); }
+
+int feather_fp4_of(feather_reader *r, const feather_tensor *w, feather_fp4 *f) {
+    memset(f, 0, sizeof *f);
     if (w->dtype != FEATHER_U8 || w->ndim != 2) return 0;
-    char fmt[16], name[4200];
+    char name[4200];
+    const size_t len = strlen(w->name);
+    if (len + 16 > sizeof name) return 0;
+    if (feather_fp4_divides(w)) {
+        /* compressed-tensors: X.weight_packed beside X.weight_scale, and for NVFP4 X.weight_global_scale */
+        snprintf(name, sizeof name, "%.*s_scale", (int)(len - 7), w->name);
+        const feather_tensor *s = feather_find(r, name);
+        snprintf(name, sizeof name, "%.*s_global_scale", (int)(len - 7), w->name);
+        const feather_tensor *g = feather_find(r, name);
+        if (!s || s->ndim != 2 || s->shape[0] != w->shape[0]) return 0;
+        if (g && s->dtype == FEATHER_F8_E4M3 && s->shape[1] * 8 == w->shape[1]) *f = (feather_fp4){s, g, 16};
+        else if (!g && (s->dtype == FEATHER_U8 || s->dtype == FEATHER_F8_E8M0) && s->shape[1] * 16 == w->shape[1])
+            *f = (feather_fp4){s, NULL, 32};
+        return f->group != 0;
+    }
+    char fmt[16];
     feather_comfy_format(r, w, fmt, sizeof fmt);
     const feather_tensor *s = feather_fp8_scale_of(r, w->name);
     snprintf(name, sizeof name, "%s_scale_2", w->name);
@@ -192,8 +217,19 @@ int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_t
     const int modelopt = !fmt[0] && s && s->dtype == FEATHER_F8_E4M3 && s->ndim == 2 && s->shape[0] == w->shape[0] &&
                          s->shape[1] * 8 == w->shape[1];
     if (!s2 || !(comfy || modelopt)) return 0;
-    if (scale2) *scale2 = s2;
+    *f = (feather_fp4){s, s2, 16};
     return 1;
+}
+
+int feather_fp4_tensor_scale(const feather_tensor *w, const feather_tensor *s2, const void *d2, float *scales,
+                             uint64_t count, float *g) {
+    *g = s2 ? feather_load_f32(s2->dtype, d2, 0) : 1.0f;
+    if (!isfinite(*g) || !(*g > 0)) return -1;
+    if (!s2 || !feather_fp4_divides(w)) return 0;
+    /* compressed-tensors divides each block scale by the global one before it multiplies */
+    for (uint64_t i = 0; i < count; i++) scales[i] /= *g;
+    *g = 1;
+    return 0;
 }
 
 void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,

@@ -67,7 +67,8 @@ const char *feather_shape_str(const feather_tensor *t, char *buf, size_t len);
 typedef struct feather_scale_layout {
     feather_scale_mode mode;
     unsigned group, rows, swizzled;
-    feather_dtype dtype; /* swizzled: F8_E8M0 or F8_E4M3, what the bytes are read as */
+    feather_dtype dtype; /* 8-bit block scales (swizzled, or an FP4 weight's in row order): F8_E8M0
+                            or F8_E4M3, what the bytes are read as */
     uint64_t count;
 } feather_scale_layout;
 
@@ -83,7 +84,7 @@ int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, fea
 
 /* L's count scales from the data sd of scale tensor s as f32 into out, or ones where s is NULL;
  * 2-D blocks spread over the groups of their rows. Returns the index in s of the first scale
- * that is not finite and > 0, which no fp8 weight can be dequantised with (swizzled block scales
+ * that is not finite and > 0, which no fp8 weight can be dequantised with (8-bit block scales
  * may be 0, for a block of zeros), or s's element count (1 without s) when there is none. */
 uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t k,
                              float *out);
@@ -93,11 +94,12 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
 void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,
                              const float *scales, uint64_t n, uint64_t k, uint64_t r0, uint64_t r1, float *out);
 
-/* NVFP4 codes [N, K/2] (two E2M1 values a byte, the even column in the high nibble as ComfyUI
- * packs them, or in the low one where low_first, as ModelOpt does) to f32 [N, K]: out = code ·
- * block scale · tensor scale, rounded once (the first product is exact). scales: N · K/16 block scales in row order. */
-void feather_dequantize_nvfp4(const uint8_t *q, int low_first, const float *scales, float tensor_scale, uint64_t n,
-                              uint64_t k, float *out);
+/* FP4 codes [N, K/2] (two E2M1 values a byte, the even column in the high nibble as ComfyUI
+ * packs them, or in the low one where low_first, as ModelOpt and compressed-tensors do) to f32
+ * [N, K]: out = code · block scale · tensor scale, rounded once (the first product is exact).
+ * scales: N · K/group block scales in row order (16 values each for NVFP4, 32 for MXFP4). */
+void feather_dequantize_fp4(const uint8_t *q, int low_first, unsigned group, const float *scales, float tensor_scale,
+                            uint64_t n, uint64_t k, float *out);
 
 /* Shard's _quantization_metadata (ComfyUI's per-layer header) parsed, NULL where it has none or
  * it is not JSON; parsed for every shard on the first call and kept until feather_close. The
@@ -110,21 +112,50 @@ const struct cJSON *feather_quant_metadata(feather_reader *r, unsigned shard);
  * tensor cannot be read (a reader of the header alone, for a plan: the tensors around it tell). */
 void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt, size_t len);
 
-/* The layout of the scales s (and s2, an NVFP4 weight's tensor scale) of quantised weight w
- * [N, K] in reader r, as feather_scale_layout_of, where 8-bit block scales are those of a
- * ComfyUI layer of their format (F8_E4M3 or F8_E8M0, or U8 bytes read as those, as ComfyUI
- * reads them), or an untagged NVFP4 weight's row-order E4M3 ones (ModelOpt's): -1 where an
- * NVFP4 weight's are not E4M3 blocks and one float, -2 where other 8-bit scales are not E8M0
- * ones of an mxfp8 layer (other writers' E8M0 may be in row order). */
-int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const feather_tensor *s,
-                            const feather_tensor *s2, uint64_t n, uint64_t k, feather_scale_layout *L);
+/* An FP4 weight feather reads: U8 [N, K/2] codes, two E2M1 values a byte, with 8-bit block
+ * scales and, for NVFP4, a float tensor scale:
+ * - ComfyUI's "nvfp4" layers: X.weight, E4M3 (or U8) block scales X.weight_scale per 16 values in
+ *   cuBLAS's tiles (their layout says swizzled), tensor scale X.weight_scale_2; the even column
+ *   in the high nibble;
+ * - NVIDIA ModelOpt's NVFP4 (no ComfyUI tag): the same names, E4M3 [N, K/16] in row order, the
+ *   even column in the low nibble;
+ * - compressed-tensors' NVFP4 and MXFP4: X.weight_packed, block scales X.weight_scale in row
+ *   order, E4M3 [N, K/16] with a global scale X.weight_global_scale that divides them (NVFP4),
+ *   or E8M0 (stored as U8) [N, K/32] and none (MXFP4); the even column in the low nibble. */
+typedef struct feather_fp4 {
+    const feather_tensor *scale, *scale2; /* block scales; tensor scale (NULL for MXFP4) */
+    unsigned group;                       /* values per block scale: 16 (NVFP4) or 32 (MXFP4) */
+} feather_fp4;
 
-/* Whether weight w is an NVFP4 layer feather reads: U8 [N, K/2] codes with block scales
- * (X.weight_scale) and a tensor scale (X.weight_scale_2, set into *scale2 when given), of a
- * ComfyUI "nvfp4" layer (block scales E4M3 or U8, in cuBLAS's tiles: their layout says so,
- * swizzled) or, without a ComfyUI tag, as NVIDIA's ModelOpt writes them (E4M3 [N, K/16] in row
- * order, the even column in the low nibble). */
-int feather_is_nvfp4(feather_reader *r, const feather_tensor *w, const feather_tensor **scale2);
+/* Whether w is such a weight; its scales and group into *f (zeroed when it is not). */
+int feather_fp4_of(feather_reader *r, const feather_tensor *w, feather_fp4 *f);
+
+/* Whether FP4 weight w's tensor scale divides its block scales (compressed-tensors') rather than
+ * multiplying them. */
+int feather_fp4_divides(const feather_tensor *w);
+
+/* An FP4 weight's tensor scale (s2 with data d2; none for MXFP4: 1) into *g, or, where it divides
+ * (feather_fp4_divides), folded into its count block scales as compressed-tensors computes them,
+ * each s / g rounded once, and *g = 1. 0, or -1 where it is not finite and > 0. */
+int feather_fp4_tensor_scale(const feather_tensor *w, const feather_tensor *s2, const void *d2, float *scales,
+                             uint64_t count, float *g);
+
+/* Whether an FP4 weight of fp4 values per block scale (feather_fp4's group) keeps its own blocks
+ * under q: every E2M1 value (0, 0.5 … 6) times a block scale is an e5m2 and an e4m3 code times
+ * that scale, so at block:G for G dividing its group only the scales' rounding to f32 is lost. */
+static inline int feather_fp4_keeps_blocks(const feather_quant_options *q, unsigned fp4) {
+    return fp4 && q->mode == FEATHER_SCALE_BLOCK && q->group && fp4 % q->group == 0;
+}
+
+/* The layout of the scales s (and s2, an NVFP4 weight's tensor scale) of quantised weight w
+ * [N, K] in reader r (fp4: an FP4 weight's group, else 0), as feather_scale_layout_of, where
+ * 8-bit block scales are those of a ComfyUI layer of their format (F8_E4M3 or F8_E8M0, or U8
+ * bytes read as those, as ComfyUI reads them), or an untagged FP4 weight's row-order ones
+ * (ModelOpt's and compressed-tensors'): -1 where an FP4 weight's are not such blocks (and one
+ * float for NVFP4), -2 where other 8-bit scales are not E8M0 ones of an mxfp8 layer (other
+ * writers' E8M0 may be in row order). */
+int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const feather_tensor *s,
+                            const feather_tensor *s2, unsigned fp4, uint64_t n, uint64_t k, feather_scale_layout *L);
 
 /* The scale tensor of an fp8 weight "X.weight": X.weight_scale, DeepSeek's X.weight_scale_inv
  * (multiplied too, despite its name) or the legacy X.scale_weight; NULL when it has none. */

@@ -331,7 +331,8 @@ static void keep(feather_plan_entry *e, int deq, const char *fmt, ...) {
         set(e, FEATHER_KEEP, "%s", why);
         return;
     }
-    set(e, FEATHER_DEQUANT, "%s; %s dequantised to BF16 (the loader runs it unscaled)", why, e->scale2 ? "NVFP4" : "fp8");
+    set(e, FEATHER_DEQUANT, "%s; %s dequantised to BF16 (the loader runs it unscaled)", why,
+        e->fp4 == 32 ? "MXFP4" : e->fp4 ? "NVFP4" : "fp8");
     e->bytes_out = 2 * e->n * e->k;
 }
 
@@ -367,16 +368,20 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
     feather_shape_str(t, shp, sizeof shp);
     e->bytes_in = e->bytes_out = t->nbytes;
     const char *dt = feather_dtype_name(t->dtype);
-    /* fp8 stands for every quantised weight feather reads: fp8, and ComfyUI's NVFP4 */
-    const feather_tensor *scale2 = NULL;
-    const int nvfp4 = feather_is_nvfp4(r, t, &scale2), fp8 = feather_is_fp8(t->dtype) || nvfp4;
+    /* fp8 stands for every quantised weight feather reads: fp8, and FP4 (NVFP4, MXFP4) */
+    feather_fp4 f4;
+    const int fp4 = feather_fp4_of(r, t, &f4), fp8 = feather_is_fp8(t->dtype) || fp4;
+    /* The rules below see the weight's name: compressed-tensors' X.weight_packed is X.weight. */
+    char wname[4200];
+    snprintf(wname, sizeof wname, "%.*s", (int)(strlen(t->name) - (fp4 && feather_fp4_divides(t) ? 7 : 0)), t->name);
+    const char *name = wname;
 
-    if (name_matches(lora, t->name)) {
+    if (name_matches(lora, name)) {
         set(e, FEATHER_KEEP, "LoRA factor %s %s: LoRA loaders apply it beside its base weight, not through the kernel",
             dt, shp);
         return 1;
     }
-    if (!feather_ends_with(t->name, ".weight")) {
+    if (!feather_ends_with(name, ".weight")) {
         set(e, FEATHER_KEEP, "not a weight: the name does not end in .weight (%s %s)", dt, shp);
         return 0;
     }
@@ -384,14 +389,14 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         set(e, FEATHER_KEEP, "dtype %s is not a float weight", dt);
         return 0;
     }
-    /* fp8 inputs: a feather packed weight [K/16, N, 16] or a plain [N, K] one; NVFP4 [N, K/2]. */
+    /* fp8 inputs: a feather packed weight [K/16, N, 16] or a plain [N, K] one; FP4 [N, K/2]. */
     uint64_t n, k;
     if (fp8 && packed_in && t->ndim == 3 && t->shape[2] == 16) {
         n = t->shape[1];
         k = t->shape[0] * 16;
     } else if (t->ndim == 2) {
         n = t->shape[0];
-        k = t->shape[1] << nvfp4;
+        k = t->shape[1] << fp4;
     } else {
         set(e, FEATHER_KEEP, "%u-D %s %s (only 2-D linear weights are converted)", t->ndim, dt, shp);
         return 0;
@@ -400,34 +405,35 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
      * in the comfy layout where its layer has no ComfyUI tag (a legacy scaled_fp8 file's: next
      * to the output's per-layer header ComfyUI would load it unscaled); the parts of a full
      * checkpoint outside its diffusion model are kept as they are. */
-    const int outside = full && !in_diffusion_model(t->name);
+    const int outside = full && !in_diffusion_model(name);
     const int deq = fp8 && !outside && (o->layout == FEATHER_LAYOUT_PACKED || !has_comfy_tag(r, t));
     e->n = n;
     e->k = k;
-    if (fp8) e->scale = feather_fp8_scale_of(r, t->name);
-    e->scale2 = scale2;
-    if (name_matches(embedding, t->name)) {
+    e->scale = fp4 ? f4.scale : fp8 ? feather_fp8_scale_of(r, t->name) : NULL;
+    e->scale2 = f4.scale2;
+    e->fp4 = f4.group;
+    if (name_matches(embedding, name)) {
         keep(e, deq, "embedding table %s %s (a lookup, not a matmul)", dt, shp);
         return 0;
     }
-    if (is_norm_scale(t->name)) {
+    if (is_norm_scale(name)) {
         keep(e, deq, "a norm's scale %s %s, not a linear layer", dt, shp);
         return 0;
     }
     for (size_t i = 0; i < o->nexclude; i++)
-        if (name_matches(&exc[i], t->name)) {
+        if (name_matches(&exc[i], name)) {
             keep(e, deq, "excluded by --exclude '%s'", o->exclude[i]);
             return 0;
         }
     int included = 0;
-    for (size_t i = 0; i < o->ninclude && !included; i++) included = name_matches(&inc[i], t->name);
+    for (size_t i = 0; i < o->ninclude && !included; i++) included = name_matches(&inc[i], name);
     if (!included && outside) {
         set(e, FEATHER_KEEP, "%s %s outside the diffusion model (" DIFFUSION_PREFIX ") of a full checkpoint: text "
                              "encoders and VAE load with stock modules", dt, shp);
         return 0;
     }
     /* (In the comfy layout an fp8 layer of the preset's stays fp8: ComfyUI reads it either way.) */
-    if (!included && preset_keep && name_matches(preset_keep, t->name) && (!fp8 || deq)) {
+    if (!included && preset_keep && name_matches(preset_keep, name) && (!fp8 || deq)) {
         keep(e, deq, "preset %s keeps this layer at full precision", preset);
         return 0;
     }
@@ -450,11 +456,13 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
          * the swizzled 8-bit ones of MXFP8. */
         feather_scale_layout L;
         const int one_scale = o->layout == FEATHER_LAYOUT_COMFY && nscales > 1;
-        const int blocks = !feather_quant_scales_of(r, t, e->scale, scale2, n, k, &L) && (L.rows || L.swizzled);
-        if (nvfp4) {
-            const int own = o->quant.mode == FEATHER_SCALE_BLOCK && o->quant.group == 16;
-            set(e, FEATHER_REQUANT, "NVFP4 %s: requantised to %s %s", shp, feather_fp8_name(o->quant.format),
-                own ? "in its own blocks (lossless but for the scales' rounding)" : "(error adds up; none at block:16)");
+        const int blocks = !feather_quant_scales_of(r, t, e->scale, e->scale2, e->fp4, n, k, &L) && (L.rows || L.swizzled);
+        if (fp4) {
+            set(e, FEATHER_REQUANT, "%s %s: requantised to %s %s", e->fp4 == 32 ? "MXFP4" : "NVFP4", shp,
+                feather_fp8_name(o->quant.format),
+                feather_fp4_keeps_blocks(&o->quant, e->fp4) ? "in its own blocks (lossless but for the scales' rounding)"
+                : e->fp4 == 32 ? "(error adds up; none at block:32 or block:16)"
+                               : "(error adds up; none at block:16)");
             nscales = feather_scale_count(&o->quant, n, k);
         } else if (in_fmt == o->quant.format && !one_scale && !blocks) {
             set(e, FEATHER_REPACK, "%s %s %s already %s: layout changes, values do not", dt, shp,
@@ -497,7 +505,7 @@ static void drop(feather_plan *p, const feather_tensor *t, const char *fmt, ...)
 static int layer_converted(const struct feather_plan *p, const char *tag) {
     const size_t len = strlen(tag) - strlen(".comfy_quant");
     for (size_t i = 0; i < p->n; i++) {
-        const char *w = p->e[i].tensor->name;
+        const char *w = p->e[i].name;
         if (p->e[i].action != FEATHER_KEEP && !strncmp(w, tag, len) && !strcmp(w + len, ".weight")) return 1;
     }
     return 0;
@@ -550,16 +558,19 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
     for (size_t i = 0; i < p->n; i++) {
         feather_plan_entry *e = &p->e[i];
         e->tensor = feather_tensor_at(r, i);
+        e->name = e->tensor->name;
         p->lora += (size_t)decide(r, e, o, inc, exc, have_keep ? &preset_re : NULL, &embedding, &lora, p->preset, packed_in, p->full);
         /* An fp8 input's scales are used as they are, so their shape must say how. */
         feather_scale_layout L;
         const int used = e->action == FEATHER_REPACK || e->action == FEATHER_REQUANT || e->action == FEATHER_DEQUANT;
         if (!used) continue;
-        const int fit = feather_quant_scales_of(r, e->tensor, e->scale, e->scale2, e->n, e->k, &L);
-        if (fit && e->scale2) {
-            st = feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': the scales of NVFP4 weight '%s' fit no layout: "
-                              "E4M3 block scales in [N/128, K/64] tiles (rounded up) and one float tensor scale (%s)",
-                              feather_reader_path(r), e->scale->name, e->tensor->name, e->scale2->name);
+        const int fit = feather_quant_scales_of(r, e->tensor, e->scale, e->scale2, e->fp4, e->n, e->k, &L);
+        if (fit && e->fp4) {
+            st = feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': the scales of %s weight '%s' fit no layout: %s",
+                              feather_reader_path(r), e->scale->name, e->fp4 == 32 ? "MXFP4" : "NVFP4", e->tensor->name,
+                              e->fp4 == 32 ? "E8M0 block scales [N, K/32] and no tensor scale"
+                                           : "E4M3 block scales in [N/128, K/64] tiles (rounded up) or [N, K/16] in row "
+                                             "order, and one float tensor scale");
             goto done;
         }
         if (fit == -2) {
@@ -591,16 +602,26 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         const char *how = e->action == FEATHER_DEQUANT ? "applied to its BF16 values" : "rewritten with it";
         drop(p, e->scale, "scale of %s, %s", e->tensor->name, how);
         drop(p, e->scale2, "scale of %s, %s", e->tensor->name, how);
+        /* compressed-tensors' FP4 weight leaves its name X.weight_packed for X.weight */
+        if (e->fp4 && feather_fp4_divides(e->tensor) && !(e->name = strndup(e->name, strlen(e->name) - 7))) {
+            st = feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+            goto done;
+        }
+        if (e->name != e->tensor->name && feather_find(r, e->name)) {
+            st = feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': its weight '%s' would be written as '%s', "
+                              "which the file holds too", feather_reader_path(r), e->name, e->tensor->name, e->name);
+            goto done;
+        }
         /* An activation scale is calibrated for the input's format, and goes with a weight that
          * leaves it: ComfyUI would quantise an e4m3 layer's activations with an NVFP4 layer's
          * one, six times too small (clipping), and a BF16 layer has none. */
         if (e->action == FEATHER_DEQUANT ||
-            (e->action == FEATHER_REQUANT && (e->scale2 || feather_fp8_of(e->tensor->dtype) != o->quant.format))) {
-            static const char *const tails[] = {"input_scale", "scale_input"};
-            const size_t len = strlen(e->tensor->name) - strlen("weight");
-            for (int t = 0; t < 2; t++) {
+            (e->action == FEATHER_REQUANT && (e->fp4 || feather_fp8_of(e->tensor->dtype) != o->quant.format))) {
+            static const char *const tails[] = {"input_scale", "scale_input", "input_global_scale"};
+            const size_t len = strlen(e->name) - strlen("weight");
+            for (int t = 0; t < 3; t++) {
                 char name[4200];
-                snprintf(name, sizeof name, "%.*s%s", (int)len, e->tensor->name, tails[t]);
+                snprintf(name, sizeof name, "%.*s%s", (int)len, e->name, tails[t]);
                 drop(p, feather_find(r, name), "activation scale of %s, for the format it leaves", e->tensor->name);
             }
         }
@@ -647,6 +668,8 @@ done:
 
 void feather_plan_free(feather_plan *p) {
     if (!p) return;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->e[i].tensor && p->e[i].name != p->e[i].tensor->name) free((char *)p->e[i].name);
     free(p->e);
     free(p);
 }

@@ -421,24 +421,24 @@ static char *xstrdup_scale_name(const char *w) {
     return s;
 }
 
-/* An fp8 reference weight of [N, K] (plain, or packed as a feather file stores it), or an NVFP4
- * one (s2: its tensor scale, as feather_is_nvfp4 found it; NULL for fp8), dequantised with its
- * own scales: what a file converted from such a checkpoint is measured against. NULL with why
- * filled when it cannot be (its shape or scales fit nothing), or out of memory. */
-static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const feather_tensor *s2, const void *rd,
+/* An fp8 reference weight of [N, K] (plain, or packed as a feather file stores it), or an FP4
+ * one (f4 as feather_fp4_of found it; its group 0 for fp8), dequantised with its own scales:
+ * what a file converted from such a checkpoint is measured against. NULL with why filled when it
+ * cannot be (its shape or scales fit nothing), or out of memory. */
+static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const feather_fp4 *f4, const void *rd,
                             uint64_t n, uint64_t k, char *why, size_t wl) {
-    const int nvfp4 = s2 != NULL;
-    const int packed = !nvfp4 && shape_is(rt, 3, k / 16, n, 16) && k % 16 == 0;
-    if (!packed && !shape_is(rt, 2, n, nvfp4 ? k / 2 : k, 0)) {
+    const unsigned fp4 = f4->group;
+    const int packed = !fp4 && shape_is(rt, 3, k / 16, n, 16) && k % 16 == 0;
+    if (!packed && !shape_is(rt, 2, n, fp4 ? k / 2 : k, 0)) {
         snprintf(why, wl, "the reference tensor's shape is not the recorded [%llu, %llu]", (unsigned long long)n,
                  (unsigned long long)k);
         return NULL;
     }
-    const feather_tensor *s = feather_fp8_scale_of(ref, rt->name);
+    const feather_tensor *s = fp4 ? f4->scale : feather_fp8_scale_of(ref, rt->name), *s2 = f4->scale2;
     const void *sd = NULL, *d2 = NULL;
     feather_scale_layout L;
     feather_error e2;
-    const int fit = feather_quant_scales_of(ref, rt, s, s2, n, k, &L);
+    const int fit = feather_quant_scales_of(ref, rt, s, s2, fp4, n, k, &L);
     if (fit || (s && feather_tensor_data(ref, s, &sd, &e2)) || (s2 && feather_tensor_data(ref, s2, &d2, &e2))) {
         char ss[64];
         snprintf(why, wl, "the reference's scales (%s, %s %s) %s", s->name, feather_dtype_name(s->dtype),
@@ -448,18 +448,18 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
         return NULL;
     }
     const uint64_t ns = s ? s->nelem : 1;
-    const float g = s2 ? feather_load_f32(s2->dtype, d2, 0) : 1.0f;
+    float g = 1;
     float *sc = malloc(L.count * sizeof(float)), *out = malloc(n * k * sizeof(float));
     const uint64_t bad = sc ? feather_scales_load(s, sd, &L, k, sc) : 0;
     if (!sc || !out) {
         snprintf(why, wl, "out of memory");
     } else if (bad < ns) {
         snprintf(why, wl, "the reference's scale %llu (%s) is %g: it dequantises no weight", (unsigned long long)bad,
-                 s->name, feather_load_f32(L.swizzled ? L.dtype : s->dtype, sd, bad));
-    } else if (!isfinite(g) || !(g > 0)) {
+                 s->name, feather_load_f32(L.dtype ? L.dtype : s->dtype, sd, bad));
+    } else if (fp4 && feather_fp4_tensor_scale(rt, s2, d2, sc, L.count, &g)) {
         snprintf(why, wl, "the reference's tensor scale (%s) is %g: it dequantises no weight", s2->name, g);
     } else {
-        if (nvfp4) feather_dequantize_nvfp4(rd, !L.swizzled, sc, g, n, k, out);
+        if (fp4) feather_dequantize_fp4(rd, !L.swizzled, fp4, sc, g, n, k, out);
         else feather_dequantize(rd, packed, feather_fp8_of(rt->dtype), L.mode, L.group, sc, n, k, out);
         free(sc);
         return out;
@@ -470,11 +470,13 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
 }
 
 /* Whether a tensor of an fp8 reference that the conversion leaves out belongs to an fp8 weight
- * of the converted file (its scales, activation scale or ComfyUI tag) or is a legacy scaled_fp8
- * marker. */
+ * of the converted file (its scales, activation scale or ComfyUI tag; compressed-tensors' codes
+ * X.weight_packed, written as X.weight) or is a legacy scaled_fp8 marker. */
 static int fp8_companion(feather_reader *r, const feather_tensor *rt) {
-    static const char *const tails[] = {".weight_scale", ".weight_scale_inv", ".weight_scale_2", ".scale_weight",
-                                        ".input_scale",  ".scale_input",      ".comfy_quant"};
+    static const char *const tails[] = {".weight_scale",  ".weight_scale_inv",    ".weight_scale_2",
+                                        ".scale_weight",  ".input_scale",         ".scale_input",
+                                        ".comfy_quant",   ".weight_global_scale", ".input_global_scale",
+                                        ".weight_packed"};
     if (feather_is_scaled_fp8_marker(rt)) return 1;
     for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++)
         if (feather_ends_with(rt->name, tails[i])) {
@@ -638,6 +640,13 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         int measure = 0;
         if (ref) {
             rt = feather_find(ref, t->name);
+            feather_fp4 rf4 = {0}; /* an FP4 reference's scales */
+            if (!rt && feather_ends_with(t->name, ".weight")) {
+                /* compressed-tensors' FP4 codes are X.weight_packed */
+                char pk[4200];
+                snprintf(pk, sizeof pk, "%s_packed", t->name);
+                if ((rt = feather_find(ref, pk)) && !feather_fp4_of(ref, rt, &rf4)) rt = NULL;
+            }
             if (!rt) {
                 note(p_ref, sizeof p_ref, "not in the reference %s", o->reference);
             } else if ((st = feather_tensor_data(ref, rt, &rd, err))) {
@@ -650,12 +659,11 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                     job.rdata = rd;
                     job.rbytes = rt->nbytes;
                 }
-                const feather_tensor *rs2 = NULL; /* an NVFP4 reference's tensor scale */
-                const int rfp8 = feather_is_fp8(rt->dtype) || feather_is_nvfp4(ref, rt, &rs2);
+                const int rfp8 = feather_is_fp8(rt->dtype) || rf4.group || feather_fp4_of(ref, rt, &rf4);
                 if (!conv && rfp8 && t->dtype == FEATHER_BF16 && t->ndim == 2) {
                     /* an fp8 weight the conversion dequantised: bf16(code x scale), to the bit */
                     char why[200];
-                    if (!(rdeq = fp8_reference(ref, rt, rs2, rd, t->shape[0], t->shape[1], why, sizeof why)) ||
+                    if (!(rdeq = fp8_reference(ref, rt, &rf4, rd, t->shape[0], t->shape[1], why, sizeof why)) ||
                         !(rbf16 = malloc(t->nbytes))) {
                         note(p_ref, sizeof p_ref, "%s", rdeq ? "out of memory" : why);
                     } else {
@@ -672,7 +680,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                     }
                 } else if (rfp8) {
                     char why[200];
-                    if (!(rdeq = fp8_reference(ref, rt, rs2, rd, n, k, why, sizeof why))) note(p_ref, sizeof p_ref, "%s", why);
+                    if (!(rdeq = fp8_reference(ref, rt, &rf4, rd, n, k, why, sizeof why))) note(p_ref, sizeof p_ref, "%s", why);
                     else measure = layout_ok && scales_ok;
                 } else if (rt->ndim != 2 || rt->shape[0] != n || rt->shape[1] != k) {
                     note(p_ref, sizeof p_ref, "the reference tensor's shape is not the recorded [%llu, %llu]",

@@ -246,6 +246,9 @@ TEST(convert_comfy_layout_and_back_without_requantising) {
     if (st) test_fail(__FILE__, __LINE__, "to comfy: %s", err.message);
     REQUIRE(st == FEATHER_OK);
     CHECK_EQ_U(res.tensors_converted, 3);
+    /* again: up to date, though each scale's name was the input's too (which the conversion
+     * drops and writes anew) */
+    CHECK(feather_convert(ctx, packed, comfy, &o, &res, &err) == FEATHER_OK && res.skipped);
     feather_reader *r;
     REQUIRE(feather_open(&r, comfy, 0, &err) == FEATHER_OK);
     const feather_tensor *w = feather_find(r, "blocks.0.mlp.fc1.weight");
@@ -725,7 +728,7 @@ TEST(convert_comfy_mxfp8_and_nvfp4_layers) {
     o.quant.group = 32;
     REQUIRE(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_OK);
     CHECK(res.snr_worst_db < 60 && res.nwarnings == 2 && strstr(res.warnings[0], "(blocks.0.mlp.fc1.weight: U8) requantised") &&
-          strstr(res.warnings[0], "add up (NVFP4 layers keep their own blocks at --scale block:16)"));
+          strstr(res.warnings[0], "add up (NVFP4 and MXFP4 layers keep their own blocks at --scale block:16)"));
     /* the comfy layout keeps them as they are, with their scales and tags, a tag in the header
      * too */
     ex[0] = "qkv|fc1";
@@ -857,7 +860,7 @@ TEST(convert_modelopt_nvfp4_layers) {
     uint8_t q[N * K / 2], sc[N * K / 16];
     uint16_t plain[64 * 64];
     for (int j = 0; j < N * K / 2; j++) q[j] = (uint8_t)((unsigned)j * 2654435761u >> 11);
-    for (int j = 0; j < N * K / 16; j++) sc[j] = (uint8_t)(8 + (j * 13) % 96);
+    for (int j = 0; j < N * K / 16; j++) sc[j] = j == 5 ? 0 : (uint8_t)(8 + (j * 13) % 96); /* block 5: zeros */
     for (int j = 0; j < 64 * 64; j++) plain[j] = feather_f32_to_bf16((float)(j % 5 - 2));
     for (int bad = 1; bad >= 0; bad--) {
         feather_error err = {0};
@@ -908,6 +911,155 @@ TEST(convert_modelopt_nvfp4_layers) {
     REQUIRE(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in) == 0);
     REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "2 measured");
+}
+
+enum { CT_N = 96, CT_K = 160 };
+
+/* compressed-tensors' layers m.a (NVFP4: block scales E4M3 [N, K/16], a global scale g that divides
+ * them, an activation global scale) and m.b (MXFP4: E8M0 bytes [N, K/32]), codes in
+ * X.weight_packed, beside a BF16 layer m.p; clash: a tensor m.a.weight as well. */
+static int write_ct(const char *path, const uint8_t (*q)[CT_N * CT_K / 2], const uint8_t *nvs, const uint8_t *mxs, float g,
+                    int clash) {
+    static const uint64_t qs[2] = {CT_N, CT_K / 2}, one[1] = {1};
+    uint16_t plain[64 * 64];
+    for (int j = 0; j < 64 * 64; j++) plain[j] = feather_f32_to_bf16((float)(j % 3 - 1));
+    feather_error err = {0};
+    feather_writer *w;
+    feather_write_options wo = {.no_hashes = 1, .overwrite = 1};
+    if (feather_writer_open(&w, path, &wo, &err)) return -1;
+    const int st = feather_writer_tensor(w, "m.a.weight_packed", FEATHER_U8, 2, qs, &err) ||
+                   feather_writer_tensor(w, "m.a.weight_scale", FEATHER_F8_E4M3, 2, (const uint64_t[2]){CT_N, CT_K / 16}, &err) ||
+                   feather_writer_tensor(w, "m.a.weight_global_scale", FEATHER_F32, 1, one, &err) ||
+                   feather_writer_tensor(w, "m.a.input_global_scale", FEATHER_F32, 1, one, &err) ||
+                   feather_writer_tensor(w, "m.b.weight_packed", FEATHER_U8, 2, qs, &err) ||
+                   feather_writer_tensor(w, "m.b.weight_scale", FEATHER_U8, 2, (const uint64_t[2]){CT_N, CT_K / 32}, &err) ||
+                   feather_writer_tensor(w, clash ? "m.a.weight" : "m.p.weight", FEATHER_BF16, 2, (const uint64_t[2]){64, 64}, &err) ||
+                   feather_writer_begin(w, &err) || feather_writer_write(w, q[0], sizeof q[0], &err) ||
+                   feather_writer_write(w, nvs, CT_N * CT_K / 16, &err) || feather_writer_write(w, &g, 4, &err) ||
+                   feather_writer_write(w, &g, 4, &err) || feather_writer_write(w, q[1], sizeof q[1], &err) ||
+                   feather_writer_write(w, mxs, CT_N * CT_K / 32, &err) || feather_writer_write(w, plain, sizeof plain, &err);
+    if (st) {
+        feather_writer_abort(w);
+        return -1;
+    }
+    return feather_writer_commit(w, &err) ? -1 : 0;
+}
+
+/* Value j of layer m.a (mx = 0) or m.b, as compressed-tensors computes it: the even column in the
+ * low nibble, code × (block scale / g) in f32. */
+static float ct_value(const uint8_t *q, const uint8_t *nvs, const uint8_t *mxs, float g, int mx, int j) {
+    static const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    const int code = j % 2 ? q[j / 2] >> 4 : q[j / 2] & 15, row = j / CT_K, col = j % CT_K;
+    const float s = mx ? ldexpf(1.0f, mxs[row * (CT_K / 32) + col / 32] - 127)
+                       : feather_fp8_to_f32(nvs[row * (CT_K / 16) + col / 16], FEATHER_FP8_E4M3FN) / g;
+    const float v = e2m1[code & 7] * s;
+    return code & 8 ? -v : v;
+}
+
+/* How many values of layers m.a and m.b in out differ from compressed-tensors' (BF16 of them
+ * where dequantised; exactly, once the codes are dequantised, where converted at block:G). */
+static uint64_t ct_differ(const char *out, const uint8_t (*q)[CT_N * CT_K / 2], const uint8_t *nvs, const uint8_t *mxs,
+                          float g, int mx, unsigned group) {
+    feather_error err = {0};
+    feather_reader *r;
+    if (feather_open(&r, out, 0, &err)) return UINT64_MAX;
+    const feather_tensor *t = feather_find(r, mx ? "m.b.weight" : "m.a.weight"),
+                         *ts = feather_find(r, mx ? "m.b.weight_scale" : "m.a.weight_scale");
+    const void *d, *ds;
+    float *v = malloc(CT_N * CT_K * sizeof(float)), *sc = malloc(CT_N * CT_K / 16 * sizeof(float));
+    uint64_t differ = UINT64_MAX;
+    if (t && v && sc && !feather_tensor_data(r, t, &d, &err)) {
+        if (group) {
+            if (ts && ts->nelem == (uint64_t)CT_N * CT_K / group && !feather_tensor_data(r, ts, &ds, &err)) {
+                memcpy(sc, ds, ts->nbytes);
+                feather_dequantize(d, 1, FEATHER_FP8_E5M2, FEATHER_SCALE_BLOCK, group, sc, CT_N, CT_K, v);
+                differ = 0;
+                for (int j = 0; j < CT_N * CT_K; j++) differ += v[j] != ct_value(q[mx], nvs, mxs, g, mx, j);
+            }
+        } else if (t->dtype == FEATHER_BF16 && t->shape[0] == CT_N && t->shape[1] == CT_K) {
+            differ = 0;
+            for (int j = 0; j < CT_N * CT_K; j++)
+                differ += ((const uint16_t *)d)[j] != feather_f32_to_bf16(ct_value(q[mx], nvs, mxs, g, mx, j));
+        }
+    }
+    free(v);
+    free(sc);
+    feather_close(r);
+    return differ;
+}
+
+/* compressed-tensors' NVFP4 and MXFP4 layers are read, and written as X.weight: kept in the packed
+ * layout, BF16 of their values to the bit; converted at block:16 (and MXFP4 at block:32) every value
+ * exactly as compressed-tensors dequantises it, a block of zeros too; their scales, global scales
+ * and activation global scale dropped; feather-verify measures against them and misses none of the
+ * original's tensors. A file that holds X.weight beside X.weight_packed is refused. */
+TEST(convert_compressed_tensors_fp4_layers) {
+    const char *in = test_path("ct.safetensors"), *out = test_path("ct-out.safetensors");
+    const float g = 448.0f * 6 / 2.9f; /* one where s / g and s · (1 / g) differ for half the scales */
+    static uint8_t q[2][CT_N * CT_K / 2], nvs[CT_N * CT_K / 16], mxs[CT_N * CT_K / 32];
+    for (int j = 0; j < CT_N * CT_K / 2; j++) {
+        q[0][j] = (uint8_t)((unsigned)j * 2654435761u >> 13);
+        q[1][j] = (uint8_t)((unsigned)j * 2246822519u >> 17);
+    }
+    for (int j = 0; j < CT_N * CT_K / 16; j++) nvs[j] = j == 37 ? 0 : (uint8_t)(8 + (j * 13) % 110); /* E4M3 2^-6 … 240 */
+    for (int j = 0; j < CT_N * CT_K / 32; j++) mxs[j] = (uint8_t)(116 + (j * 5) % 19);          /* 2^-11 … 2^7 */
+    REQUIRE(write_ct(in, q, nvs, mxs, g, 0) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_result res;
+    feather_error err = {0};
+    feather_convert_defaults(&o);
+    const char *ex[] = {"^m\\.[ab]\\."};
+    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
+    CHECK_EQ_U(ct_differ(out, q, nvs, mxs, g, 0, 0), 0);
+    CHECK_EQ_U(ct_differ(out, q, nvs, mxs, g, 1, 0), 0);
+    feather_reader *r;
+    static const char *const gone[] = {"m.a.weight_packed", "m.a.weight_scale", "m.a.weight_global_scale",
+                                       "m.a.input_global_scale", "m.b.weight_packed", "m.b.weight_scale"};
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        if (feather_find(r, gone[i])) test_fail(__FILE__, __LINE__, "%s was written", gone[i]);
+    feather_close(r);
+    REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
+    CHECK(!strstr(test_cmd_output(), "missing") && !strstr(test_cmd_output(), "not in the reference"));
+    /* converted in their own blocks */
+    o.quant.mode = FEATHER_SCALE_BLOCK;
+    o.quant.group = 16;
+    ex[0] = "^m\\.p\\.";
+    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
+    CHECK_EQ_U(res.tensors_converted, 2);
+    CHECK_EQ_U(res.nwarnings, 0);
+    CHECK_EQ_U(ct_differ(out, q, nvs, mxs, g, 0, 16), 0);
+    CHECK_EQ_U(ct_differ(out, q, nvs, mxs, g, 1, 16), 0);
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        if (feather_find(r, gone[i]) && strcmp(gone[i], "m.a.weight_scale") && strcmp(gone[i], "m.b.weight_scale"))
+            test_fail(__FILE__, __LINE__, "%s was written", gone[i]);
+    feather_close(r);
+    o.quant.group = 32;
+    REQUIRE(convert_excluding(ctx, in, out, &o, ex, &res) == FEATHER_OK);
+    CHECK_EQ_U(ct_differ(out, q, nvs, mxs, g, 1, 32), 0);
+    CHECK(ct_differ(out, q, nvs, mxs, g, 0, 32) > 0);
+    CHECK(res.nwarnings == 1 && strstr(res.warnings[0], "1 quantised layer (m.a.weight_packed: U8) requantised"));
+    feather_ctx_free(ctx);
+    /* the plan, and feather-verify against the original */
+    REQUIRE(test_run("'%s' --plan '%s'", bin("feather-convert"), in) == 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "m.a.weight_packed, written as m.a.weight  (NVFP4 [96, 80]: requantised to e5m2 "
+                                          "(error adds up; none at block:16))");
+    CHECK_STR_CONTAINS(test_cmd_output(), "MXFP4 [96, 80]: requantised to e5m2 (error adds up; none at block:32 or block:16)");
+    CHECK_STR_CONTAINS(test_cmd_output(), "m.a.input_global_scale  (activation scale of m.a.weight_packed");
+    REQUIRE(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in) == 0);
+    REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "3 measured");
+    CHECK(!strstr(test_cmd_output(), "missing"));
+    /* made from this input: up to date, though the output's m.a.weight_scale is not the input's */
+    CHECK_EQ_U(test_run("'%s' -o '%s' '%s'", bin("feather-convert"), out, in), 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "up to date");
+    /* a weight already under the name it would be written as */
+    REQUIRE(write_ct(in, q, nvs, mxs, g, 1) == 0);
+    CHECK_EQ_U(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in), 2);
+    CHECK_STR_CONTAINS(test_cmd_output(), "tensor 'm.a.weight': its weight 'm.a.weight_packed' would be written as "
+                                          "'m.a.weight', which the file holds too");
 }
 
 TEST(convert_cli_bad_inputs_get_one_line_and_status) {

@@ -56,12 +56,17 @@ const char *feather_action_name(feather_action a);
 
 typedef struct feather_plan_entry {
     const feather_tensor *tensor; /* input tensor */
+    const char *name;             /* its name in the output: the input's, but "X.weight" for a
+                                     compressed-tensors "X.weight_packed" converted or
+                                     dequantised */
     feather_action action;
     char reason[160];
     uint64_t n, k;                 /* for converted and dequantised weights: (N, K) */
     const feather_tensor *scale;   /* for an fp8 weight: the input's scale tensor, if any; for
-                                      an NVFP4 one its block scales */
+                                      an FP4 one its block scales */
     const feather_tensor *scale2;  /* for an NVFP4 weight: its tensor scale, else NULL */
+    unsigned fp4;                  /* for an FP4 weight (two E2M1 codes a byte): values per block
+                                      scale, 16 (NVFP4) or 32 (MXFP4); else 0 */
     uint64_t bytes_in, bytes_out;  /* bytes_out includes the scale tensor */
 } feather_plan_entry;
 

@@ -110,14 +110,17 @@ static int print_plan(feather_ctx *ctx, const char *input, const feather_convert
         if (json) {
             cJSON *x = cJSON_CreateObject();
             cJSON_AddStringToObject(x, "name", e->tensor->name);
+            if (e->name != e->tensor->name) cJSON_AddStringToObject(x, "written_as", e->name);
             cJSON_AddStringToObject(x, "action", feather_action_name(e->action));
             cJSON_AddStringToObject(x, "reason", e->reason);
             cJSON_AddNumberToObject(x, "bytes_in", (double)e->bytes_in);
             cJSON_AddNumberToObject(x, "bytes_out", (double)e->bytes_out);
             cJSON_AddItemToArray(jt, x);
         } else {
-            printf("  %-10s %12llu -> %12llu  %s  (%s)\n", feather_action_name(e->action),
-                   (unsigned long long)e->bytes_in, (unsigned long long)e->bytes_out, e->tensor->name, e->reason);
+            const int renamed = e->name != e->tensor->name;
+            printf("  %-10s %12llu -> %12llu  %s%s%s  (%s)\n", feather_action_name(e->action),
+                   (unsigned long long)e->bytes_in, (unsigned long long)e->bytes_out, e->tensor->name,
+                   renamed ? ", written as " : "", renamed ? e->name : "", e->reason);
         }
     }
     char a[32], b[32];
