@@ -1,4 +1,5 @@
-"""Checks feather's reading of ComfyUI's MXFP8 and NVFP4 layers, and ModelOpt's NVFP4, against torch.
+"""Checks feather's reading of ComfyUI's MXFP8 and NVFP4 layers, ModelOpt's NVFP4 and
+compressed-tensors' NVFP4 and MXFP4, against torch.
 
     python3 bench/mx_nv_check.py BINDIR WORKDIR
 
@@ -7,10 +8,12 @@ scales per 32 values along K) tagged in _quantization_metadata, NVFP4 (two E2M1 
 the even column in the high nibble, E4M3 scales per 16 values and one F32 tensor scale) tagged
 by a comfy_quant tensor; block scales in cuBLAS's tiled order (tiles of 128 rows x 4 groups,
 padded), rows and groups that do not fill a tile included. Beside them, NVFP4 as ModelOpt
-writes it, untagged: the even column in the low nibble, block scales [N, K/16] in row order. The tiles are built here with
+writes it, untagged: the even column in the low nibble, block scales [N, K/16] in row order;
+and compressed-tensors' X.weight_packed layers: NVFP4 with its block scales divided by a
+global scale, MXFP4 with E8M0 bytes [N, K/32]. The tiles are built here with
 torch's view and permute, apart from feather's index arithmetic. Layers feather-convert keeps
 (--exclude) are dequantised to BF16 and must equal torch's dequantisation, done in float64 and
-rounded once to float32, to the bit; the converted file must be the same from the CPU and the
+rounded once to float32 (compressed-tensors': in float32, as it does), to the bit; the converted file must be the same from the CPU and the
 GPU, at --scale block:32 and at block:16 (where NVFP4 keeps its own blocks), and
 feather-verify --reference must pass on both.
 """
@@ -65,6 +68,32 @@ def nvfp4(n, k, modelopt=False):
     return packed, bs.view(torch.uint8) if modelopt else tiled(bs.view(torch.uint8)), g, want.float()
 
 
+def ct_fp4(n, k, mx=False):
+    """compressed-tensors' NVFP4 (E4M3 scales [n, k/16] divided by a global scale) or MXFP4 (E8M0
+    bytes [n, k/32]), the even column in the low nibble; values as compressed-tensors computes
+    them: code * (scale / global) in float32, or code * 2^(e - 127)."""
+    w = torch.randn(n, k, generator=gen) * 0.02
+    gs = 32 if mx else 16
+    amax = w.view(n, k // gs, gs).abs().amax(-1)
+    if mx:
+        e = (torch.floor(torch.log2(amax / 6)) + 127).to(torch.uint8)
+        scale = torch.exp2(e.double() - 127).float()
+        stored = e
+    else:
+        g = (448 * 6 / w.abs().max()).float().reshape(1)
+        bs = (amax / 6 * g).clamp(max=448).to(torch.float8_e4m3fn)
+        bs[2, 3] = 0  # a block of zeros
+        scale = bs.float() / g
+        stored = bs.view(torch.uint8)
+    x = w.view(n, k // gs, gs) / scale.clamp(min=1e-30).unsqueeze(-1)
+    codes = (x.view(n, k).double().unsqueeze(-1) - E2M1).abs().argmin(-1).to(torch.uint8)
+    if not mx:
+        codes.view(n, k // gs, gs)[2, 3] = 0
+    packed = (codes[:, 1::2] << 4) | codes[:, 0::2]
+    want = (E2M1.float()[codes.long()].view(n, k // gs, gs) * scale.unsqueeze(-1)).view(n, k)
+    return packed, stored, None if mx else g, want
+
+
 def save(path, tensors, meta):
     """A safetensors file from (dtype string, shape, bytes) entries."""
     head, off, blobs = {"__metadata__": meta}, 0, []
@@ -103,6 +132,15 @@ for name, (n, k) in {"blocks.0.mlp.fc3": (1536, 2048), "blocks.0.mlp.fc4": (208,
     tensors[name + ".weight_scale"] = ("F8_E4M3", tuple(s.shape), raw(s))
     tensors[name + ".weight_scale_2"] = ("F32", (), raw(g.reshape(1)))
     tensors[name + ".input_scale"] = ("F32", (), raw(g.reshape(1)))
+    want[name + ".weight"] = ref
+for name, (n, k, mx) in {"blocks.0.mlp.fc5": (1024, 3072, False), "blocks.0.mlp.fc6": (112, 160, False),
+                         "blocks.0.mlp.fc7": (2048, 1536, True), "blocks.0.mlp.fc8": (96, 224, True)}.items():
+    q, s, g, ref = ct_fp4(n, k, mx)  # compressed-tensors' names: written as X.weight
+    tensors[name + ".weight_packed"] = ("U8", (n, k // 2), raw(q))
+    tensors[name + ".weight_scale"] = ("U8" if mx else "F8_E4M3", tuple(s.shape), raw(s))
+    if not mx:
+        tensors[name + ".weight_global_scale"] = ("F32", (1,), raw(g))
+        tensors[name + ".input_global_scale"] = ("F32", (1,), raw(g))
     want[name + ".weight"] = ref
 # one BF16 layer beside them, for the conversion that keeps them all to convert
 tensors["blocks.0.norm.linear.weight"] = ("BF16", (64, 64), raw(torch.randn(64, 64, generator=gen).to(torch.bfloat16)))
@@ -146,6 +184,6 @@ for scale in ("block:32", "block:16"):
                         os.path.join(work, "gpu", "out.safetensors")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     lines.append(f"--scale {scale}: " + r.stdout.strip().splitlines()[-1])
-print(f"torch {torch.__version__}: {values} MXFP8 and NVFP4 (ComfyUI's and ModelOpt's) values dequantised equal to torch's; CPU and GPU files "
-      "identical at block:32 and block:16")
+print(f"torch {torch.__version__}: {values} MXFP8, NVFP4 (ComfyUI's, ModelOpt's, compressed-tensors') and MXFP4 "
+      "(compressed-tensors') values dequantised equal to torch's; CPU and GPU files identical at block:32 and block:16")
 print("\n".join(lines))
