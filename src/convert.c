@@ -736,13 +736,13 @@ static feather_status shard_output(conv *c, const char *output, unsigned shard, 
 /* Whether name is one the output gives a converted weight's scale or ComfyUI tag: an input's
  * scale or tag it drops may have had the same name (X.weight_scale). */
 static int written_beside(const conv *c, const char *name) {
-    const size_t len = strlen(name);
-    for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
-        const feather_plan_entry *e = feather_plan_at(c->plan, i);
-        const size_t wl = strlen(e->name), ll = wl - strlen(".weight"); /* converted: X.weight */
-        if (!converted(e) || len <= ll || strncmp(name, e->name, ll)) continue;
-        if (!strcmp(name + ll, ".weight_scale")) return 1;
-        if (c->o->layout == FEATHER_LAYOUT_COMFY && !strcmp(name + ll, ".comfy_quant")) return 1;
+    static const char *const tails[] = {".weight_scale", ".comfy_quant"};
+    for (int i = 0; i < 2; i++) {
+        if (!feather_ends_with(name, tails[i]) || (i == 1 && c->o->layout != FEATHER_LAYOUT_COMFY)) continue;
+        char w[4200];
+        snprintf(w, sizeof w, "%.*s.weight", (int)(strlen(name) - strlen(tails[i])), name);
+        const feather_plan_entry *e = feather_plan_find(c->plan, c->r, w);
+        return e && converted(e);
     }
     return 0;
 }

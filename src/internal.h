@@ -3,6 +3,7 @@
 #define FEATHER_INTERNAL_H
 
 #include "feather/feather.h"
+#include "feather/convert.h"
 #include "feather/quant.h"
 #include "feather/safetensors.h"
 
@@ -156,6 +157,13 @@ static inline int feather_fp4_keeps_blocks(const feather_quant_options *q, unsig
  * writers' E8M0 may be in row order). */
 int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const feather_tensor *s,
                             const feather_tensor *s2, unsigned fp4, uint64_t n, uint64_t k, feather_scale_layout *L);
+
+/* The entry of plan p (made from r) whose tensor is written under name: r's tensor of that name,
+ * or compressed-tensors' name + "_packed" written as name; NULL where there is none. */
+const feather_plan_entry *feather_plan_find(const feather_plan *p, const feather_reader *r, const char *name);
+
+/* Index of t in r (feather_tensor_at's i), or (size_t)-1 when t is not one of r's tensors. */
+size_t feather_tensor_index(const feather_reader *r, const feather_tensor *t);
 
 /* The scale tensor of an fp8 weight "X.weight": X.weight_scale, DeepSeek's X.weight_scale_inv
  * (multiplied too, despite its name) or the legacy X.scale_weight; NULL when it has none. */

@@ -315,8 +315,7 @@ const feather_tensor *feather_find(const feather_reader *r, const char *name) {
     return NULL;
 }
 
-/* Index of t in r, or (size_t)-1 when t is not one of r's tensors. */
-static size_t tensor_index(const feather_reader *r, const feather_tensor *t) {
+size_t feather_tensor_index(const feather_reader *r, const feather_tensor *t) {
     uintptr_t p = (uintptr_t)t, base = (uintptr_t)r->tensors;
     if (p < base || (p - base) % sizeof *t || (p - base) / sizeof *t >= r->ntensors)
         return (size_t)-1;
@@ -325,7 +324,7 @@ static size_t tensor_index(const feather_reader *r, const feather_tensor *t) {
 
 feather_status feather_tensor_data(feather_reader *r, const feather_tensor *t, const void **data,
                                    feather_error *err) {
-    size_t i = r && t ? tensor_index(r, t) : (size_t)-1;
+    size_t i = r && t ? feather_tensor_index(r, t) : (size_t)-1;
     if (i == (size_t)-1 || !data)
         return feather_fail(err, FEATHER_E_ARG, "feather_tensor_data: not a tensor of this reader");
     const shard *s = &r->shards[t->shard];
@@ -353,7 +352,7 @@ feather_status feather_tensor_data(feather_reader *r, const feather_tensor *t, c
 /* madvise over the pages holding t (rounded outwards: a neighbour's page dropped from the
  * mapping is read again from the file when touched, so this stays advisory). */
 static void advise(feather_reader *r, const feather_tensor *t, int advice) {
-    size_t i = r && t ? tensor_index(r, t) : (size_t)-1;
+    size_t i = r && t ? feather_tensor_index(r, t) : (size_t)-1;
     if (i == (size_t)-1 || !t->nbytes) return;
     const shard *s = &r->shards[t->shard];
     if (!s->map_len) return; /* header-only, or memory that is not ours */
@@ -375,7 +374,7 @@ void feather_tensor_release(feather_reader *r, const feather_tensor *t) {
 }
 
 int feather_recorded_hash(const feather_reader *r, const feather_tensor *t, uint64_t *hash) {
-    size_t i = r && t ? tensor_index(r, t) : (size_t)-1;
+    size_t i = r && t ? feather_tensor_index(r, t) : (size_t)-1;
     if (i == (size_t)-1) return 0;
     const shard *s = &r->shards[t->shard];
     if (!s->hdr.hashes) return 0;
