@@ -157,25 +157,34 @@ extern "C" int fb_stage_launch(const void *p, size_t bytes, unsigned *out, int b
 }
 
 /* fb_tiles over an N x K weight (N % bn == 0, K % 16 == 0) in N / bn x splits blocks of
- * `warps` warps (a multiple of cg, the sub-tiles per tile), back to back; out: one word per thread. Returns a CUDA error code
- * (cudaErrorLaunchOutOfResources where the block's registers do not fit). */
+ * `warps` warps (a multiple of cg, the sub-tiles per tile), back to back; out: one word per
+ * thread. smem: bytes of shared memory each block holds without using them, so that no block
+ * of the next kernel fits beside this one's (as none fits beside a product whose blocks fill
+ * the register file). Returns a CUDA error code (cudaErrorLaunchOutOfResources where the
+ * block's registers do not fit). */
+template <int PER>
+static cudaError_t fb_tiles_go(const cudaLaunchConfig_t &cfg, const uint4 *p, int n, int kb, int bn, int rows, int warm,
+                               int cg, unsigned *out) {
+    cudaError_t e = cudaFuncSetAttribute(fb_tiles<PER>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes);
+    return e != cudaSuccess ? e : cudaLaunchKernelEx(&cfg, fb_tiles<PER>, p, n, kb, bn, rows, warm, cg, out);
+}
 extern "C" int fb_tiles_launch(const void *q, int n, int k, int bn, int splits, int warps, int rows, int warm,
-                               int cg, unsigned *out, void *stream) {
+                               int cg, size_t smem, unsigned *out, void *stream) {
     if (cg < 1 || bn % cg || warps % cg) return (int)cudaErrorInvalidValue;
-    FbLaunch l(dim3(n / bn, splits), dim3(warps * 32), 0, stream, true);
+    FbLaunch l(dim3(n / bn, splits), dim3(warps * 32), smem, stream, true);
     const cudaLaunchConfig_t &cfg = l.cfg;
     const uint4 *p = (const uint4 *)q;
     const int kb = k / 16;
     cudaError_t e;
     switch ((rows * (bn / cg) + 31) / 32) {
-    case 1: e = cudaLaunchKernelEx(&cfg, fb_tiles<1>, p, n, kb, bn, rows, warm, cg, out); break;
-    case 2: e = cudaLaunchKernelEx(&cfg, fb_tiles<2>, p, n, kb, bn, rows, warm, cg, out); break;
-    case 3: e = cudaLaunchKernelEx(&cfg, fb_tiles<3>, p, n, kb, bn, rows, warm, cg, out); break;
-    case 4: e = cudaLaunchKernelEx(&cfg, fb_tiles<4>, p, n, kb, bn, rows, warm, cg, out); break;
-    case 6: e = cudaLaunchKernelEx(&cfg, fb_tiles<6>, p, n, kb, bn, rows, warm, cg, out); break;
-    case 8: e = cudaLaunchKernelEx(&cfg, fb_tiles<8>, p, n, kb, bn, rows, warm, cg, out); break;
-    case 12: e = cudaLaunchKernelEx(&cfg, fb_tiles<12>, p, n, kb, bn, rows, warm, cg, out); break;
-    case 16: e = cudaLaunchKernelEx(&cfg, fb_tiles<16>, p, n, kb, bn, rows, warm, cg, out); break;
+    case 1: e = fb_tiles_go<1>(cfg, p, n, kb, bn, rows, warm, cg, out); break;
+    case 2: e = fb_tiles_go<2>(cfg, p, n, kb, bn, rows, warm, cg, out); break;
+    case 3: e = fb_tiles_go<3>(cfg, p, n, kb, bn, rows, warm, cg, out); break;
+    case 4: e = fb_tiles_go<4>(cfg, p, n, kb, bn, rows, warm, cg, out); break;
+    case 6: e = fb_tiles_go<6>(cfg, p, n, kb, bn, rows, warm, cg, out); break;
+    case 8: e = fb_tiles_go<8>(cfg, p, n, kb, bn, rows, warm, cg, out); break;
+    case 12: e = fb_tiles_go<12>(cfg, p, n, kb, bn, rows, warm, cg, out); break;
+    case 16: e = fb_tiles_go<16>(cfg, p, n, kb, bn, rows, warm, cg, out); break;
     default: return (int)cudaErrorInvalidValue;
     }
     if (e != cudaSuccess) cudaGetLastError(); /* a launch that does not fit is an answer, not an error to keep */

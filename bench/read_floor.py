@@ -13,7 +13,7 @@ that size; the column tiles' best says what is left of it to a kernel that reads
 
     make GPU=cuda read-floor bench-gpu
     python3 bench/read_floor.py --floor BUILD/libread_floor.so --lib BUILD/libfeather_kernels.so [--peak TB/s]
-        [--shapes NxK,...] [--wide]
+        [--shapes NxK,...] [--wide] [--alone T]
 """
 import argparse
 import ctypes
@@ -49,7 +49,7 @@ def column_tiles(fl, n, k, buf, out, wide):
                   if bn <= n and n % bn == 0 and bn % cg == 0 and bn // cg in (24, 32, 48, 64, 96, 128, 192, 256, 384) and cg * kw <= 32
                   and n // bn * s in (128, 132, 264) and -(-r * (bn // cg) // 32) in (1, 2, 3, 4, 6, 8, 12, 16)
                   and k // 16 // (s * kw) >= 2 * r]
-    ok = [c for c in cands if fl.fb_tiles_launch(buf.data_ptr(), n, k, *c[1:], out.data_ptr(), None) == 0]
+    ok = [c for c in cands if fl.fb_tiles_launch(buf.data_ptr(), n, k, *c[1:], 0, out.data_ptr(), None) == 0]
     torch.cuda.synchronize()
     return ok
 
@@ -68,6 +68,9 @@ def main():
     ap.add_argument("--peak", type=float, help="HBM bandwidth in TB/s (default: by the device's name)")
     ap.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES), help="N x K of the weights")
     ap.add_argument("--wide", action="store_true", help="also tiles of 768 columns up to whole K/16 rows")
+    ap.add_argument("--alone", type=int, default=0, metavar="T",
+                    help="time the best T column-tile launches again with each block holding shared memory "
+                         "enough that no block of the next kernel fits beside it")
     args = ap.parse_args()
     name = torch.cuda.get_device_name()
     peak = args.peak or next((v for k, v in PEAKS.items() if k in name), None)
@@ -79,7 +82,7 @@ def main():
     fl.fb_read_launch.restype = ci
     fl.fb_stage_launch.argtypes = [vp, sz, vp, ci, ci, sz, ci, vp]
     fl.fb_stage_launch.restype = ci
-    fl.fb_tiles_launch.argtypes = [vp, ci, ci, ci, ci, ci, ci, ci, ci, vp, vp]
+    fl.fb_tiles_launch.argtypes = [vp, ci, ci, ci, ci, ci, ci, ci, ci, sz, vp, vp]
     fl.fb_tiles_launch.restype = ci
     sms = fl.fb_sm_count()
     lib = gb.load(args.lib)
@@ -118,7 +121,7 @@ def main():
                         _, g, t, u, w, pdl = c
                         rc = fl.fb_read_launch(buf.data_ptr(), nbytes, out.data_ptr(), g * sms, t, u, w, pdl, s)
                     elif c[0] == "tiles":
-                        rc = fl.fb_tiles_launch(buf.data_ptr(), n, k, *c[1:], out.data_ptr(), s)
+                        rc = fl.fb_tiles_launch(buf.data_ptr(), n, k, *c[1:], 0, out.data_ptr(), s)
                     else:
                         _, g, t, stage, early = c
                         rc = fl.fb_stage_launch(buf.data_ptr(), nbytes, out.data_ptr(), g * sms, t, stage, early, s)
@@ -137,6 +140,24 @@ def main():
               f"| {best[16]:.2f} | {pct(best[16]):.1f} % | {f / best[1]:.2f} | {f / best[16]:.2f} |", flush=True)
         tiled.append(f"| {n}×{k} | {f:.2f} ({pct(f):.1f} %) | {best[ct]:.2f} ({pct(best[ct]):.1f} %) | {ct[1:]} "
                      f"| {best[1]:.2f} ({pct(best[1]):.1f} %) | {best[16]:.2f} ({pct(best[16]):.1f} %) |")
+        if args.alone:
+            # the best tile launches again, no block of the next kernel beside theirs: occ blocks of
+            # this one per multiprocessor fit its shared memory, occ + 1 do not
+            alone = {}
+            for c in sorted((c for c in configs if c[0] == "tiles"), key=lambda c: best[c])[:args.alone]:
+                occ = -(-(n // c[1] * c[2]) // sms)
+                hold = ((STAGE_SM + (2 << 10)) // occ - (1 << 10)) & ~1023
+                for _ in range(args.rounds):
+                    def read(buf, st, c=c, hold=hold):
+                        rc = fl.fb_tiles_launch(buf.data_ptr(), n, k, *c[1:], hold, out.data_ptr(), ctypes.c_void_p(st.cuda_stream))
+                        if rc:
+                            raise RuntimeError(f"{c} holding {hold}: CUDA error {rc}")
+                    alone[c] = min(alone.get(c, 1e9), gb.time_chain(read, copies, 20, flush))
+                print(f"#   tiles {c[1:]}: {best[c]:.2f} µs ({pct(best[c]):.1f} %), with no block beside "
+                      f"({hold >> 10} KB each, {occ} per SM): {alone[c]:.2f} µs ({pct(alone[c]):.1f} %)", flush=True)
+            ca = min(alone, key=alone.get)
+            print(f"#   column tiles with no block beside, best: {alone[ca]:.2f} µs ({pct(alone[ca]):.1f} %) {ca[1:]}; "
+                  f"ours M = 1 {best[1]:.2f}, M = 16 {best[16]:.2f}")
         if args.wide:
             # the best launch at each tile width: what the width alone gives
             for bn in sorted({c[1] for c in configs if c[0] == "tiles"}):
