@@ -166,11 +166,12 @@ int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const fe
         /* ModelOpt's and compressed-tensors' FP4 (no ComfyUI tag): block scales [N, K/G] in row
          * order, E4M3 per 16 values, or E8M0 per 32 (compressed-tensors stores those as U8) */
         memset(L, 0, sizeof *L);
-        fit = s && (s->dtype == fp4_dt || (fp4 == 32 && s->dtype == FEATHER_U8)) && s->ndim == 2 && k % fp4 == 0 &&
+        fit = s && (s->dtype == fp4_dt || (fp4 == 32 && s->dtype == FEATHER_U8)) && s->ndim == 2 && k && k % fp4 == 0 &&
                       s->shape[0] == n && s->shape[1] == k / fp4
-                  ? mode_by_count(s->nelem, n, k, L)
+                  ? 0
                   : -1;
-        L->dtype = fp4_dt;
+        /* blocks, even where one a row makes their count N's */
+        *L = (feather_scale_layout){.mode = FEATHER_SCALE_BLOCK, .group = fp4, .dtype = fp4_dt, .count = n * (k / fp4)};
     } else if (s && s->dtype == FEATHER_U8) {
         /* ComfyUI also reads its 8-bit block scales from U8 bytes, as older files store them */
         memset(L, 0, sizeof *L);

@@ -1055,6 +1055,31 @@ TEST(convert_compressed_tensors_fp4_layers) {
     /* made from this input: up to date, though the output's m.a.weight_scale is not the input's */
     CHECK_EQ_U(test_run("'%s' -o '%s' '%s'", bin("feather-convert"), out, in), 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "up to date");
+    /* MXFP4 of one block a row (K = 32: as many scales as rows, still blocks), exact at block:32;
+     * then an E8M0 NaN (255) among its scales */
+    for (int nan = 0; nan < 2; nan++) {
+        uint8_t q1[16 * 16], s1[16];
+        for (int j = 0; j < 16 * 16; j++) q1[j] = (uint8_t)(j * 37);
+        for (int j = 0; j < 16; j++) s1[j] = nan && j == 3 ? 255 : (uint8_t)(120 + j);
+        feather_writer *w;
+        feather_write_options wo = {.no_hashes = 1, .overwrite = 1};
+        REQUIRE(feather_writer_open(&w, in, &wo, &err) == FEATHER_OK);
+        REQUIRE(!feather_writer_tensor(w, "m.c.weight_packed", FEATHER_U8, 2, (const uint64_t[2]){16, 16}, &err) &&
+                !feather_writer_tensor(w, "m.c.weight_scale", FEATHER_U8, 2, (const uint64_t[2]){16, 1}, &err) &&
+                !feather_writer_begin(w, &err) && !feather_writer_write(w, q1, sizeof q1, &err) &&
+                !feather_writer_write(w, s1, sizeof s1, &err) && !feather_writer_commit(w, &err));
+        const int rc = test_run("'%s' -q --force --scale block:32 -o '%s' '%s'", bin("feather-convert"), out, in);
+        if (nan) {
+            CHECK_EQ_U(rc, 2);
+            CHECK_STR_CONTAINS(test_cmd_output(), "'m.c.weight_scale': scale 3 is nan (must be finite and not negative)");
+            continue;
+        }
+        CHECK_EQ_U(rc, 0);
+        REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
+        const char *row = strstr(test_cmd_output(), "m.c.weight "), *eol = row ? strchr(row, '\n') : NULL;
+        const char *ex = row ? strstr(row, "exact") : NULL; /* its weight's error: none */
+        CHECK(ex && (!eol || ex < eol));
+    }
     /* a weight already under the name it would be written as */
     REQUIRE(write_ct(in, q, nvs, mxs, g, 1) == 0);
     CHECK_EQ_U(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in), 2);
