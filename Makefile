@@ -190,19 +190,23 @@ demo: deps
 	@if $(BUILD)/feather-verify --help 2>/dev/null | grep -q -- --reference; then \
 		$(BUILD)/feather-verify --reference $(DEMO) samples/out/flux-demo-fp8e5m2.safetensors; fi
 
-# ---- reader: fuzzing the header parser, open benchmark ----
-# libFuzzer (clang) over feather_check_header and an in-memory open; runs on a copy of the seed
-# corpus (tests/fuzz/corpus) for FUZZ_SECONDS. Crashes land in build-fuzz/crash-*.
+# ---- fuzzing the header parser and the plan, open benchmark ----
+# libFuzzer (clang) over feather_check_header and an in-memory open for FUZZ_SECONDS, then over
+# the plan of what opens (feather_plan_new, both layouts) for half as long; both run on a copy of
+# the seed corpus (tests/fuzz/corpus). Crashes land in build-fuzz/crash-* and build-fuzz/plan-crash-*.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Werror -fno-omit-frame-pointer \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 fuzz: deps
 	@sh .ci/deps.sh clang libclang-rt-14-dev
-	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/fuzz_header
+	$(MAKE) BUILD=build-fuzz GPU=none CC=$(FUZZ_CC) CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/fuzz_header build-fuzz/fuzz_plan
 	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
 	build-fuzz/fuzz_header -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 		-rss_limit_mb=4096 -dict=tests/fuzz/header.dict -artifact_prefix=build-fuzz/ \
+		-print_final_stats=1 build-fuzz/corpus
+	build-fuzz/fuzz_plan -max_len=65536 -max_total_time=$$(( $(FUZZ_SECONDS) / 2 )) -timeout=10 \
+		-rss_limit_mb=4096 -dict=tests/fuzz/header.dict -artifact_prefix=build-fuzz/plan- \
 		-print_final_stats=1 build-fuzz/corpus
 
 # Only the reader's objects: the target needs nothing else, and other modules need not build
@@ -210,6 +214,9 @@ fuzz: deps
 FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/%.o,core hash hash_avx2 hash_avx512 hash_record header json_scan reader shards threads zst_input)
 $(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(FUZZ_OBJ)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDLIBS) -o $@
+# The plan takes the whole library (selection, scale layouts, presets).
+$(BUILD)/fuzz_plan: tests/fuzz/fuzz_plan.c $(LIB)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(LIB) $(LDLIBS) -o $@
 
 bench: $(BUILD)/bench/open_bench
 $(BUILD)/bench/%: bench/%.c $(LIB)
