@@ -1048,6 +1048,8 @@ TEST(convert_compressed_tensors_fp4_layers) {
                                           "(error adds up; none at block:16))");
     CHECK_STR_CONTAINS(test_cmd_output(), "MXFP4 [96, 80]: requantised to e5m2 (error adds up; none at block:32 or block:16)");
     CHECK_STR_CONTAINS(test_cmd_output(), "m.a.input_global_scale  (activation scale of m.a.weight_packed");
+    REQUIRE(test_run("'%s' --plan --json '%s'", bin("feather-convert"), in) == 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "\"written_as\":\t\"m.b.weight\"");
     REQUIRE(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in) == 0);
     REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "3 measured");
