@@ -106,7 +106,7 @@ typedef struct conv {
     size_t s_caps[2];
     uint8_t *q;       /* the slot being produced */
     float *scales;
-    float *wide; /* f32 staging for requantised fp8 inputs */
+    float *wide; /* f32 staging for requantised quantised inputs (a row per worker for dequantised ones) */
     size_t w_cap;
     double snr_sum;
     uint64_t snr_count;
@@ -407,8 +407,9 @@ static feather_status take_buffer(conv *c, int slot, uint64_t bytes) {
     return FEATHER_OK;
 }
 
-/* One range of rows of a quantised input, dequantised into wide (f32), and rounded into bf16
- * where that is not NULL. */
+/* One range of rows of a quantised input, dequantised into wide (f32, [N, K]) or, where bf16 is
+ * not NULL, rounded into bf16 a row at a time through the worker's row of wide (one per worker),
+ * so that a layer dequantised to BF16 takes no f32 copy of the whole weight. */
 typedef struct deq_job {
     const feather_plan_entry *e;
     const uint8_t *q;
@@ -421,26 +422,30 @@ typedef struct deq_job {
 static void deq_rows(void *arg, size_t r0, size_t r1, int worker) {
     const deq_job *j = arg;
     const uint64_t k = j->e->k;
-    (void)worker;
-    if (j->e->fp4)
-        feather_dequantize_fp4(j->q + r0 * k / 2, !j->L->swizzled, j->e->fp4, j->scales + r0 * k / j->e->fp4, j->g,
-                               r1 - r0, k, j->wide + r0 * k);
-    else
-        feather_dequantize_rows(j->q, j->e->tensor->ndim == 3, feather_fp8_of(j->e->tensor->dtype), j->L->mode,
-                                j->L->group, j->scales, j->e->n, k, r0, r1, j->wide);
-    for (uint64_t i = r0 * k; j->bf16 && i < r1 * k; i++) j->bf16[i] = feather_f32_to_bf16(j->wide[i]);
+    for (uint64_t r = r0, r2; r < r1; r = r2) {
+        r2 = j->bf16 ? r + 1 : r1;
+        float *out = j->wide + (j->bf16 ? (size_t)worker : r) * k;
+        if (j->e->fp4)
+            feather_dequantize_fp4(j->q + r * k / 2, !j->L->swizzled, j->e->fp4, j->scales + r * k / j->e->fp4, j->g,
+                                   r2 - r, k, out);
+        else
+            feather_dequantize_rows(j->q, j->e->tensor->ndim == 3, feather_fp8_of(j->e->tensor->dtype), j->L->mode,
+                                    j->L->group, j->scales, j->e->n, k, r, r2, out);
+        for (uint64_t i = 0; j->bf16 && i < k; i++) j->bf16[r * k + i] = feather_f32_to_bf16(out[i]);
+    }
 }
 
-/* Dequantises an fp8 or FP4 input weight with its scales into c->wide (f32), and into bf16
- * where that is not NULL, over the context's threads; an FP4 one's block scales stay in
- * c->scales and its tensor scale goes into *g (feather_fp4_tensor_scale). */
+/* Dequantises an fp8 or FP4 input weight with its scales into c->wide (f32), or into bf16 where
+ * that is not NULL, over the context's threads; an FP4 one's block scales stay in c->scales and
+ * its tensor scale goes into *g (feather_fp4_tensor_scale). */
 static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot, float *g,
                                        uint16_t *bf16) {
     feather_scale_layout L;
     const uint64_t nk = e->n * e->k;
     feather_status st = read_scales(c, e, &c->s_caps[slot], &L);
     c->ss[slot] = c->scales;
-    if (st || (st = grow((void **)&c->wide, &c->w_cap, nk * sizeof(float), c->err))) return st;
+    const size_t wide = bf16 ? (size_t)feather_ctx_threads(c->ctx) * e->k : nk; /* f32 values */
+    if (st || (st = grow((void **)&c->wide, &c->w_cap, wide * sizeof(float), c->err))) return st;
     const void *d2 = NULL;
     *g = 1;
     if (e->scale2 && (st = feather_tensor_data(c->r, e->scale2, &d2, c->err))) return st;

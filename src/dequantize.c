@@ -240,7 +240,7 @@ void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feat
     uint64_t g = mode == FEATHER_SCALE_BLOCK && group ? group : k;
     uint64_t per_row = k / (g ? g : 1);
     for (uint64_t r = r0; r < r1; r++) {
-        float *o = out + r * k;
+        float *o = out + (r - r0) * k;
         for (uint64_t c0 = 0; c0 < k; c0 += g) {
             float s = !scales                         ? 1.0f
                       : mode == FEATHER_SCALE_CHANNEL       ? scales[r]

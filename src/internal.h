@@ -90,8 +90,8 @@ int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, fea
 uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t k,
                              float *out);
 
-/* feather_dequantize (quant.h) of rows [r0, r1) only, into those rows of out [N, K]: ranges of
- * rows run on threads of their own. */
+/* feather_dequantize (quant.h) of rows [r0, r1) only, into out [r1 - r0, K] (row r0 first):
+ * ranges of rows run on threads of their own. */
 void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,
                              const float *scales, uint64_t n, uint64_t k, uint64_t r0, uint64_t r1, float *out);
 
