@@ -371,8 +371,7 @@ static feather_status read_scales(conv *c, const feather_plan_entry *e, size_t *
     if (e->scale && bad < e->scale->nelem)
         return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and %s)",
                             feather_reader_path(c->r), e->scale->name, (unsigned long long)bad,
-                            feather_load_f32(L->dtype ? L->dtype : e->scale->dtype, sd, bad),
-                            L->dtype ? "not negative" : "> 0");
+                            feather_scale_at(e->scale, sd, L, bad), feather_scales_are_bytes(L) ? "not negative" : "> 0");
     return FEATHER_OK;
 }
 

@@ -82,6 +82,10 @@ static uint64_t swizzled_at(uint64_t r, uint64_t c, uint64_t cols) {
     return ((r / 128) * (cols / 4) + c / 4) * 512 + (r % 32) * 16 + (r % 128 / 32) * 4 + c % 4;
 }
 
+float feather_scale_at(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t i) {
+    return feather_load_f32(feather_scales_are_bytes(L) ? L->dtype : s->dtype, sd, i);
+}
+
 uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t k,
                              float *out) {
     const uint64_t count = s ? s->nelem : 1;
@@ -89,17 +93,15 @@ uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feat
         const uint64_t per_row = k / L->group;
         for (uint64_t i = 0; i < L->count; i++) {
             const uint64_t at = swizzled_at(i / per_row, i % per_row, s->shape[1]);
-            const float v = out[i] = feather_load_f32(L->dtype, sd, at);
+            const float v = out[i] = feather_scale_at(s, sd, L, at);
             if (!isfinite(v) || v < 0) return at;
         }
         return count;
     }
-    /* an FP4 weight's 8-bit block scales in row order: read as their format, and 0 for a block
-     * of zeros */
-    const int bytes = L->dtype == FEATHER_F8_E4M3 || L->dtype == FEATHER_F8_E8M0;
-    const feather_dtype dt = bytes ? L->dtype : s ? s->dtype : FEATHER_F32;
+    /* an FP4 weight's 8-bit block scales in row order may be 0, for a block of zeros */
+    const int bytes = feather_scales_are_bytes(L);
     for (uint64_t i = 0; i < count; i++) {
-        const float v = s ? feather_load_f32(dt, sd, i) : 1.0f;
+        const float v = s ? feather_scale_at(s, sd, L, i) : 1.0f;
         if (!isfinite(v) || !(v > 0 || (bytes && v == 0))) return i;
         if (!L->rows) out[i] = v;
     }
@@ -165,7 +167,6 @@ int feather_quant_scales_of(feather_reader *r, const feather_tensor *w, const fe
     if (fp4 && !f[0]) {
         /* ModelOpt's and compressed-tensors' FP4 (no ComfyUI tag): block scales [N, K/G] in row
          * order, E4M3 per 16 values, or E8M0 per 32 (compressed-tensors stores those as U8) */
-        memset(L, 0, sizeof *L);
         fit = s && (s->dtype == fp4_dt || (fp4 == 32 && s->dtype == FEATHER_U8)) && s->ndim == 2 && k && k % fp4 == 0 &&
                       s->shape[0] == n && s->shape[1] == k / fp4
                   ? 0

@@ -90,6 +90,15 @@ int feather_scale_layout_of(const feather_tensor *s, uint64_t n, uint64_t k, fea
 uint64_t feather_scales_load(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t k,
                              float *out);
 
+/* Whether L's scales are 8-bit block scales (read as L->dtype, and 0 allowed for a block of
+ * zeros) rather than floats read as their tensor's dtype. */
+static inline int feather_scales_are_bytes(const feather_scale_layout *L) {
+    return L->dtype == FEATHER_F8_E4M3 || L->dtype == FEATHER_F8_E8M0;
+}
+
+/* Element i of scale tensor s (data sd) as layout L reads it. */
+float feather_scale_at(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t i);
+
 /* feather_dequantize (quant.h) of rows [r0, r1) only, into out [r1 - r0, K] (row r0 first):
  * ranges of rows run on threads of their own. */
 void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,

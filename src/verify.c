@@ -455,7 +455,7 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
         snprintf(why, wl, "out of memory");
     } else if (bad < ns) {
         snprintf(why, wl, "the reference's scale %llu (%s) is %g: it dequantises no weight", (unsigned long long)bad,
-                 s->name, feather_load_f32(L.dtype ? L.dtype : s->dtype, sd, bad));
+                 s->name, feather_scale_at(s, sd, &L, bad));
     } else if (fp4 && feather_fp4_tensor_scale(rt, s2, d2, sc, L.count, &g)) {
         snprintf(why, wl, "the reference's tensor scale (%s) is %g: it dequantises no weight", s2->name, g);
     } else {
