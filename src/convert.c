@@ -196,6 +196,13 @@ static feather_dtype out_dtype(const conv *c, const feather_plan_entry *e) {
     return feather_fp8_dtype(c->o->quant.format);
 }
 
+/* The names a converted weight X.weight's scale and ComfyUI tag are written under: X.weight_scale
+ * and X.comfy_quant (buffers of 4200 bytes). */
+static void companion_names(const feather_plan_entry *e, char *scale, char *tag) {
+    snprintf(scale, 4200, "%s_scale", e->name);
+    snprintf(tag, 4200, "%.*s.comfy_quant", (int)(strlen(e->name) - strlen(".weight")), e->name);
+}
+
 static feather_status declare_entry(conv *c, feather_writer *w, const feather_plan_entry *e) {
     const feather_tensor *t = e->tensor;
     feather_error *err = c->err;
@@ -215,17 +222,15 @@ static feather_status declare_entry(conv *c, feather_writer *w, const feather_pl
         st = feather_writer_tensor(w, e->name, dt, 2, shape, err);
     }
     if (st) return st;
-    char name[4200];
+    char scale[4200], tag[4200];
     unsigned nd;
     uint64_t sh[2];
     out_scale_shape(c, e, &nd, sh);
-    snprintf(name, sizeof name, "%s_scale", e->name);
-    if ((st = feather_writer_tensor(w, name, FEATHER_F32, nd, sh, err))) return st;
+    companion_names(e, scale, tag);
+    if ((st = feather_writer_tensor(w, scale, FEATHER_F32, nd, sh, err))) return st;
     if (c->o->layout == FEATHER_LAYOUT_COMFY) {
-        size_t len = strlen(e->name);
         uint64_t jl = strlen(comfy_quant_json(c->o->quant.format));
-        snprintf(name, sizeof name, "%.*s.comfy_quant", (int)(len - 7), e->name);
-        if ((st = feather_writer_tensor(w, name, FEATHER_U8, 1, &jl, err))) return st;
+        if ((st = feather_writer_tensor(w, tag, FEATHER_U8, 1, &jl, err))) return st;
     }
     return FEATHER_OK;
 }
@@ -806,13 +811,10 @@ static feather_status write_index(conv *c, const char *output, char **shard_path
             total += e->bytes_out;
             cJSON_AddStringToObject(map, e->name, base);
             if (!converted(e)) continue;
-            char name[4200];
-            snprintf(name, sizeof name, "%s_scale", e->name);
-            cJSON_AddStringToObject(map, name, base);
-            if (c->o->layout == FEATHER_LAYOUT_COMFY) {
-                snprintf(name, sizeof name, "%.*s.comfy_quant", (int)(strlen(e->name) - 7), e->name);
-                cJSON_AddStringToObject(map, name, base);
-            }
+            char scale[4200], tag[4200];
+            companion_names(e, scale, tag);
+            cJSON_AddStringToObject(map, scale, base);
+            if (c->o->layout == FEATHER_LAYOUT_COMFY) cJSON_AddStringToObject(map, tag, base);
         }
     }
     cJSON_AddNumberToObject(meta, "total_size", (double)total);

@@ -317,6 +317,9 @@ static void set(feather_plan_entry *e, feather_action a, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* An FP4 weight's format by its values per block scale (feather_fp4's group). */
+static const char *fp4_name(unsigned group) { return group == 32 ? "MXFP4" : "NVFP4"; }
+
 /* Keeps an entry for the reason given, or where it is an fp8 weight the packed layout cannot keep
  * as it is (deq), dequantises it to BF16: the packed layout's loader runs every layer it does not
  * convert as a plain weight, ignoring its scale. */
@@ -332,7 +335,7 @@ static void keep(feather_plan_entry *e, int deq, const char *fmt, ...) {
         return;
     }
     set(e, FEATHER_DEQUANT, "%s; %s dequantised to BF16 (the loader runs it unscaled)", why,
-        e->fp4 == 32 ? "MXFP4" : e->fp4 ? "NVFP4" : "fp8");
+        e->fp4 ? fp4_name(e->fp4) : "fp8");
     e->bytes_out = 2 * e->n * e->k;
 }
 
@@ -458,7 +461,7 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         const int one_scale = o->layout == FEATHER_LAYOUT_COMFY && nscales > 1;
         const int blocks = !feather_quant_scales_of(r, t, e->scale, e->scale2, e->fp4, n, k, &L) && (L.rows || L.swizzled);
         if (fp4) {
-            set(e, FEATHER_REQUANT, "%s %s: requantised to %s %s", e->fp4 == 32 ? "MXFP4" : "NVFP4", shp,
+            set(e, FEATHER_REQUANT, "%s %s: requantised to %s %s", fp4_name(e->fp4), shp,
                 feather_fp8_name(o->quant.format),
                 feather_fp4_keeps_blocks(&o->quant, e->fp4) ? "in its own blocks (lossless but for the scales' rounding)"
                 : e->fp4 == 32 ? "(error adds up; none at block:32 or block:16)"
@@ -576,7 +579,7 @@ feather_status feather_plan_new(feather_plan **out, feather_reader *r,
         const int fit = feather_quant_scales_of(r, e->tensor, e->scale, e->scale2, e->fp4, e->n, e->k, &L);
         if (fit && e->fp4) {
             st = feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': the scales of %s weight '%s' fit no layout: %s",
-                              feather_reader_path(r), e->scale->name, e->fp4 == 32 ? "MXFP4" : "NVFP4", e->tensor->name,
+                              feather_reader_path(r), e->scale->name, fp4_name(e->fp4), e->tensor->name,
                               e->fp4 == 32 ? "E8M0 block scales [N, K/32] and no tensor scale"
                                            : "E4M3 block scales in [N/128, K/64] tiles (rounded up) or [N, K/16] in row "
                                              "order, and one float tensor scale");
