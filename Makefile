@@ -200,13 +200,17 @@ FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Werror -fno-omit-frame-pointer \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 fuzz: deps
 	@sh .ci/deps.sh clang libclang-rt-14-dev
-	$(MAKE) BUILD=build-fuzz GPU=none CC=$(FUZZ_CC) CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/fuzz_header build-fuzz/fuzz_plan
+	$(MAKE) BUILD=build-fuzz GPU=none CC=$(FUZZ_CC) CFLAGS="$(FUZZ_CFLAGS)" build-fuzz/fuzz_header build-fuzz/fuzz_plan \
+		build-fuzz/fuzz_convert
 	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp tests/fuzz/corpus/* build-fuzz/corpus/
 	build-fuzz/fuzz_header -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 		-rss_limit_mb=4096 -dict=tests/fuzz/header.dict -artifact_prefix=build-fuzz/ \
 		-print_final_stats=1 build-fuzz/corpus
 	build-fuzz/fuzz_plan -max_len=65536 -max_total_time=$$(( $(FUZZ_SECONDS) / 2 )) -timeout=10 \
 		-rss_limit_mb=4096 -dict=tests/fuzz/header.dict -artifact_prefix=build-fuzz/plan- \
+		-print_final_stats=1 build-fuzz/corpus
+	build-fuzz/fuzz_convert -max_len=65536 -max_total_time=$$(( $(FUZZ_SECONDS) / 2 )) -timeout=10 \
+		-rss_limit_mb=4096 -dict=tests/fuzz/header.dict -artifact_prefix=build-fuzz/convert- \
 		-print_final_stats=1 build-fuzz/corpus
 
 # Only the reader's objects: the target needs nothing else, and other modules need not build
@@ -216,6 +220,8 @@ $(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(FUZZ_OBJ)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDLIBS) -o $@
 # The plan takes the whole library (selection, scale layouts, presets).
 $(BUILD)/fuzz_plan: tests/fuzz/fuzz_plan.c $(LIB)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(LIB) $(LDLIBS) -o $@
+$(BUILD)/fuzz_convert: tests/fuzz/fuzz_convert.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(LIB) $(LDLIBS) -o $@
 
 bench: $(BUILD)/bench/open_bench

@@ -6,6 +6,7 @@
  * built under temporary names and all renamed into place only when everything succeeded. */
 #include "internal.h"
 #include "gpu_host.h"
+#include "verify_rows.h"
 #include "feather/convert.h"
 
 #include <cJSON.h>
@@ -108,6 +109,8 @@ typedef struct conv {
     float *scales;
     float *wide; /* f32 staging for requantised quantised inputs (a row per worker for dequantised ones) */
     size_t w_cap;
+    float *in_scales; /* a requantised or dequantised input's scales */
+    size_t in_cap;
     double snr_sum;
     uint64_t snr_count;
 } conv;
@@ -366,13 +369,14 @@ static void note_snr(conv *c, const feather_tensor *t, const feather_quant_stats
 
 /* An fp8 input's scales (one, where it has no scale tensor) into c->scales, and their layout
  * into *L; the plan checked that they fit the weight. */
-static feather_status read_scales(conv *c, const feather_plan_entry *e, size_t *cap, feather_scale_layout *L) {
+static feather_status read_scales(conv *c, const feather_plan_entry *e, float **buf, size_t *cap,
+                                  feather_scale_layout *L) {
     feather_error *err = c->err;
     const void *sd = NULL;
     feather_quant_scales_of(c->r, e->tensor, e->scale, e->scale2, e->fp4, e->n, e->k, L);
-    feather_status st = grow((void **)&c->scales, cap, L->count * sizeof(float), err);
+    feather_status st = grow((void **)buf, cap, L->count * sizeof(float), err);
     if (st || (e->scale && (st = feather_tensor_data(c->r, e->scale, &sd, err)))) return st;
-    const uint64_t bad = feather_scales_load(e->scale, sd, L, e->k, c->scales);
+    const uint64_t bad = feather_scales_load(e->scale, sd, L, e->k, *buf);
     if (e->scale && bad < e->scale->nelem)
         return feather_fail(err, FEATHER_E_INVALID, "%s: tensor '%s': scale %llu is %g (must be finite and %s)",
                             feather_reader_path(c->r), e->scale->name, (unsigned long long)bad,
@@ -411,9 +415,9 @@ static feather_status take_buffer(conv *c, int slot, uint64_t bytes) {
     return FEATHER_OK;
 }
 
-/* One range of rows of a quantised input, dequantised into wide (f32, [N, K]) or, where bf16 is
- * not NULL, rounded into bf16 a row at a time through the worker's row of wide (one per worker),
- * so that a layer dequantised to BF16 takes no f32 copy of the whole weight. */
+/* Rows [r0, r0 + count) of a quantised input, dequantised into wide (f32, row r0 first) or, where
+ * bf16 is not NULL, rounded into bf16 a row at a time through the worker's row of wide (one per
+ * worker), so that a layer dequantised to BF16 takes no f32 copy of the whole weight. */
 typedef struct deq_job {
     const feather_plan_entry *e;
     const uint8_t *q;
@@ -421,14 +425,16 @@ typedef struct deq_job {
     const float *scales;
     float g, *wide;
     uint16_t *bf16;
+    uint64_t r0;
+    _Atomic uint64_t nonfinite; /* f32 values that are NaN or Inf (not counted for bf16) */
 } deq_job;
 
-static void deq_rows(void *arg, size_t r0, size_t r1, int worker) {
-    const deq_job *j = arg;
+static void deq_rows(void *arg, size_t b, size_t end, int worker) {
+    deq_job *j = arg;
     const uint64_t k = j->e->k;
-    for (uint64_t r = r0, r2; r < r1; r = r2) {
+    for (uint64_t r = j->r0 + b, r1 = j->r0 + end, r2; r < r1; r = r2) {
         r2 = j->bf16 ? r + 1 : r1;
-        float *out = j->wide + (j->bf16 ? (size_t)worker : r) * k;
+        float *out = j->wide + (j->bf16 ? (size_t)worker : r - j->r0) * k;
         if (j->e->fp4)
             feather_dequantize_fp4(j->q + r * k / 2, !j->L->swizzled, j->e->fp4, j->scales + r * k / j->e->fp4, j->g,
                                    r2 - r, k, out);
@@ -436,37 +442,137 @@ static void deq_rows(void *arg, size_t r0, size_t r1, int worker) {
             feather_dequantize_rows(j->q, j->e->tensor->ndim == 3, feather_fp8_of(j->e->tensor->dtype), j->L->mode,
                                     j->L->group, j->scales, j->e->n, k, r, r2, out);
         for (uint64_t i = 0; j->bf16 && i < k; i++) j->bf16[r * k + i] = feather_f32_to_bf16(out[i]);
+        if (!j->bf16) atomic_fetch_add(&j->nonfinite, feather_count_nonfinite(FEATHER_F32, out, (r2 - r) * k));
     }
 }
 
-/* Dequantises an fp8 or FP4 input weight with its scales into c->wide (f32), or into bf16 where
- * that is not NULL, over the context's threads; an FP4 one's block scales stay in c->scales and
- * its tensor scale goes into *g (feather_fp4_tensor_scale). */
-static feather_status dequantize_input(conv *c, const feather_plan_entry *e, const void *data, int slot, float *g,
-                                       uint16_t *bf16) {
-    feather_scale_layout L;
-    const uint64_t nk = e->n * e->k;
-    feather_status st = read_scales(c, e, &c->s_caps[slot], &L);
-    c->ss[slot] = c->scales;
-    const size_t wide = bf16 ? (size_t)feather_ctx_threads(c->ctx) * e->k : nk; /* f32 values */
-    if (st || (st = grow((void **)&c->wide, &c->w_cap, wide * sizeof(float), c->err))) return st;
+/* Reads a quantised input's scales into c->in_scales (an FP4 one's block scales; its tensor
+ * scale goes into *g, see feather_fp4_tensor_scale) and makes c->wide hold rows f32 rows. */
+static feather_status dequant_setup(conv *c, const feather_plan_entry *e, uint64_t rows, feather_scale_layout *L,
+                                    float *g) {
+    feather_status st = read_scales(c, e, &c->in_scales, &c->in_cap, L);
+    if (st || (st = grow((void **)&c->wide, &c->w_cap, rows * e->k * sizeof(float), c->err))) return st;
     const void *d2 = NULL;
     *g = 1;
     if (e->scale2 && (st = feather_tensor_data(c->r, e->scale2, &d2, c->err))) return st;
-    if (e->fp4 && feather_fp4_tensor_scale(e->tensor, e->scale2, d2, c->scales, L.count, g))
+    if (e->fp4 && feather_fp4_tensor_scale(e->tensor, e->scale2, d2, c->in_scales, L->count, g))
         return feather_fail(c->err, FEATHER_E_INVALID, "%s: tensor '%s': tensor scale %g (must be finite and > 0)",
                             feather_reader_path(c->r), e->scale2->name, *g);
-    deq_job j = {.e = e, .q = data, .L = &L, .scales = c->scales, .g = *g, .wide = c->wide, .bf16 = bf16};
-    feather_parallel_for(c->ctx, e->n, 16, deq_rows, &j);
     return FEATHER_OK;
+}
+
+/* Returns how many of the f32 values are NaN or Inf (0 for bf16). */
+static uint64_t dequant_rows(conv *c, const feather_plan_entry *e, const void *data, const feather_scale_layout *L,
+                             float g, uint64_t r0, uint64_t r1, uint16_t *bf16) {
+    deq_job j = {.e = e, .q = data, .L = L, .scales = c->in_scales, .g = g, .wide = c->wide, .bf16 = bf16, .r0 = r0};
+    atomic_init(&j.nonfinite, 0);
+    feather_parallel_for(c->ctx, r1 - r0, 16, deq_rows, &j);
+    return atomic_load(&j.nonfinite);
 }
 
 /* DEQUANT: the fp8 weight as BF16 [N, K] into slot. */
 static feather_status produce_bf16(conv *c, const feather_plan_entry *e, const void *data, int slot) {
-    const uint64_t nk = e->n * e->k;
+    feather_scale_layout L;
     float g;
-    feather_status st = take_buffer(c, slot, 2 * nk);
-    return st ? st : dequantize_input(c, e, data, slot, &g, (uint16_t *)c->q);
+    feather_status st = take_buffer(c, slot, 2 * e->n * e->k);
+    if (st || (st = dequant_setup(c, e, (uint64_t)feather_ctx_threads(c->ctx), &L, &g))) return st;
+    dequant_rows(c, e, data, &L, g, 0, e->n, (uint16_t *)c->q);
+    return FEATHER_OK;
+}
+
+/* Rows a band of a requantised weight takes on the CPU: about 8 MiB of f32, so that the band is
+ * still in cache when it is cast, and at least four 16-row strips for every thread. */
+static uint64_t band_rows(const conv *c, uint64_t k) {
+    uint64_t rows = ((uint64_t)8 << 20) / (4 * (k ? k : 1));
+    const uint64_t least = (uint64_t)feather_ctx_threads(c->ctx) * 64;
+    if (rows < least) rows = least;
+    return (rows + 15) / 16 * 16;
+}
+
+/* REQUANT: an fp8 or FP4 weight dequantised with its scales, then quantised like an f32 one.
+ * Where each row's scales are its own (channel, block and no scales, and FP4 blocks kept), the
+ * CPU takes a band of rows at a time, with the same codes and scales as the whole weight; whole-
+ * tensor scales, and the GPU, take the whole weight. */
+static feather_status requantize(conv *c, const feather_plan_entry *e, const void *data, int slot,
+                                 feather_quant_options *qo, int packed, feather_quant_stats *stats) {
+    feather_error *err = c->err;
+    const uint64_t n = e->n, k = e->k, count = feather_scale_count(qo, n, k);
+    const int keeps = feather_fp4_keeps_blocks(qo, e->fp4);
+    const int by_rows = keeps || (c->dev != FEATHER_DEVICE_GPU && (qo->mode == FEATHER_SCALE_CHANNEL ||
+                                                                  qo->mode == FEATHER_SCALE_BLOCK ||
+                                                                  qo->mode == FEATHER_SCALE_NONE));
+    const uint64_t band = by_rows ? band_rows(c, k) : n, per_row = qo->mode == FEATHER_SCALE_NONE ? 0 : count / n;
+    feather_scale_layout L;
+    float g = 1;
+    feather_status st = dequant_setup(c, e, band < n ? band : n, &L, &g);
+    if (st || (st = grow((void **)&c->scales, &c->s_caps[slot], count * sizeof(float), err))) return st;
+    c->ss[slot] = c->scales;
+    if (keeps) {
+        /* Its scales are the input's, each spread over the groups of its block (a block of
+         * zeros, scale 0, takes 1); no search, so the same on every device. */
+        const uint64_t per = e->fp4 / qo->group;
+        for (uint64_t i = 0; i < count; i++) {
+            const float s = c->in_scales[i / per] * g;
+            c->scales[i] = s > 0 ? s : 1.0f;
+        }
+    }
+    /* Values that are not finite once dequantised (codes of Inf or NaN, or a code times its scale
+     * past the f32 range) are counted over the whole weight before any is refused. */
+    uint64_t nonfinite = 0;
+    if (stats) memset(stats, 0, sizeof *stats);
+    for (uint64_t r0 = 0; r0 < n && !st; r0 += band) {
+        const uint64_t r1 = r0 + band < n ? r0 + band : n;
+        nonfinite += dequant_rows(c, e, data, &L, g, r0, r1, NULL);
+        if (nonfinite && !qo->allow_nonfinite) continue;
+        if (!by_rows) {
+            st = quantize(c, qo, FEATHER_F32, c->wide, n, k, packed, stats);
+            break;
+        }
+        feather_quant_stats part;
+        float *sc = c->scales + r0 * per_row;
+        if (!keeps) st = feather_scale_search(c->ctx, qo, FEATHER_F32, c->wide, r1 - r0, k, sc, err);
+        if (!st)
+            st = feather_quantize_band(c->ctx, qo, FEATHER_F32, c->wide, r1 - r0, k, n, sc, packed,
+                                       packed ? c->q + 16 * r0 : c->q + r0 * k, stats ? &part : NULL, err);
+        if (!st && stats) {
+            stats->sum_sq += part.sum_sq;
+            stats->err_sq += part.err_sq;
+            stats->nonfinite += part.nonfinite;
+            if (part.max_abs_err > stats->max_abs_err) stats->max_abs_err = part.max_abs_err;
+        }
+    }
+    if (!st && nonfinite && !qo->allow_nonfinite)
+        return feather_fail(err, FEATHER_E_INVALID,
+                            "%s: tensor '%s': %llu values are NaN or Inf once dequantised with its scales (use "
+                            "--allow-nonfinite to map NaN to 0 and Inf to ±max)",
+                            feather_reader_path(c->r), e->tensor->name, (unsigned long long)nonfinite);
+    return st ? feather_fail_prefix(err, st, "%s", feather_reader_path(c->r)) : FEATHER_OK;
+}
+
+/* A repacked weight's codes of Inf or NaN would reach the output as they are, where the verifier
+ * and every loader take them for a broken file: refused as a cast refuses them, or with
+ * allow_nonfinite mapped as a cast maps them (NaN to 0, Inf to ±max). */
+static feather_status repacked_codes(conv *c, const feather_plan_entry *e, const feather_quant_options *qo) {
+    const feather_fp8 fmt = feather_fp8_of(e->tensor->dtype);
+    const uint64_t nk = e->n * e->k;
+    vrows_kernels kern;
+    feather_vrows_kernels(feather_ctx_simd(c->ctx), &kern);
+    const uint64_t bad = kern.bad_codes(c->q, nk, fmt);
+    if (!bad) return FEATHER_OK;
+    if (!qo->allow_nonfinite)
+        return feather_fail(c->err, FEATHER_E_INVALID,
+                            "%s: tensor '%s': %llu NaN/Inf codes (use --allow-nonfinite to map NaN to 0 and "
+                            "Inf to ±max)",
+                            feather_reader_path(c->r), e->tensor->name, (unsigned long long)bad);
+    const uint8_t mask = fmt == FEATHER_FP8_E5M2 ? 0x7c : 0x7f;
+    for (uint64_t i = 0; i < nk; i++) {
+        const uint8_t b = c->q[i];
+        if ((b & mask) != mask) continue;
+        /* e5m2's Inf is 0x7c; its largest finite code, one below, has the same sign bit */
+        c->q[i] = fmt == FEATHER_FP8_E5M2 && (b & 0x7f) == 0x7c ? (uint8_t)(b - 1) : 0;
+    }
+    warn(c->res, "%s: %llu NaN/Inf values mapped (NaN to 0, Inf to ±max)", e->tensor->name, (unsigned long long)bad);
+    return FEATHER_OK;
 }
 
 /* Produces the fp8 bytes (in the output layout) and scales of one selected tensor into slot. */
@@ -483,53 +589,31 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
     feather_quant_stats stats;
     int in_packed = t->ndim == 3;
 
-    if (e->action == FEATHER_CONVERT) {
-        if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
-            return st;
-        c->ss[slot] = c->scales;
-        memset(&stats, 0, sizeof stats);
-        st = quantize(c, &qo, t->dtype, data, e->n, e->k, packed, c->o->no_snr ? NULL : &stats);
-        if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
-        if (c->o->no_snr) return FEATHER_OK;
-        if (stats.nonfinite)
-            warn(c->res, "%s: %llu NaN/Inf values mapped (NaN to 0, Inf to ±max)", t->name,
-                 (unsigned long long)stats.nonfinite);
-        note_snr(c, t, &stats);
-        return FEATHER_OK;
-    }
     if (e->action == FEATHER_REPACK) {
         feather_scale_layout L;
-        st = read_scales(c, e, s_cap, &L);
+        st = read_scales(c, e, &c->scales, s_cap, &L);
         c->ss[slot] = c->scales;
         if (st) return st;
         if (in_packed == packed) memcpy(c->q, data, nk);
         else if (packed) feather_pack(data, e->n, e->k, c->q);
         else feather_unpack(data, e->n, e->k, c->q);
-        return FEATHER_OK;
+        return repacked_codes(c, e, &qo);
     }
-    /* REQUANT: dequantise with the input's scales, then quantise like an f32 weight. */
-    float g = 1;
-    if ((st = dequantize_input(c, e, data, slot, &g, NULL))) return st;
-    if ((st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err)))
-        return st;
-    c->ss[slot] = c->scales;
-    memset(&stats, 0, sizeof stats);
-    if (feather_fp4_keeps_blocks(&qo, e->fp4)) {
-        /* Its scales are the input's, each spread over the groups of its block (a block of
-         * zeros, scale 0, takes 1); no search, so the same on every device. Backwards, in place:
-         * scale i comes from one at or before i. */
-        const uint64_t ng = e->n * e->k / qo.group, per = e->fp4 / qo.group;
-        for (uint64_t i = ng; i-- > 0;) {
-            const float s = c->scales[i / per] * g;
-            c->scales[i] = s > 0 ? s : 1.0f;
-        }
-        st = feather_quantize_with(c->ctx, &qo, FEATHER_F32, c->wide, e->n, e->k, c->scales, packed, c->q,
-                                   c->o->no_snr ? NULL : &stats, err);
+    feather_quant_stats *sp = c->o->no_snr ? NULL : &stats;
+    if (e->action == FEATHER_CONVERT) {
+        st = grow((void **)&c->scales, s_cap, feather_scale_count(&qo, e->n, e->k) * sizeof(float), err);
+        c->ss[slot] = c->scales;
+        if (!st && sp) memset(sp, 0, sizeof *sp);
+        if (!st && (st = quantize(c, &qo, t->dtype, data, e->n, e->k, packed, sp)))
+            st = feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
     } else {
-        st = quantize(c, &qo, FEATHER_F32, c->wide, e->n, e->k, packed, c->o->no_snr ? NULL : &stats);
+        st = requantize(c, e, data, slot, &qo, packed, sp);
     }
-    if (st) return feather_fail_prefix(err, st, "%s", feather_reader_path(c->r));
-    if (!c->o->no_snr) note_snr(c, t, &stats);
+    if (st || !sp) return st;
+    if (stats.nonfinite)
+        warn(c->res, "%s: %llu NaN/Inf values mapped (NaN to 0, Inf to ±max)", t->name,
+             (unsigned long long)stats.nonfinite);
+    note_snr(c, t, &stats);
     return FEATHER_OK;
 }
 
@@ -1002,6 +1086,7 @@ out_reader:
         free(c.ss[i]);
     }
     free(c.wide);
+    free(c.in_scales);
     res->seconds = feather_now_s() - t0;
     return st;
 }

@@ -99,6 +99,13 @@ static inline int feather_scales_are_bytes(const feather_scale_layout *L) {
 /* Element i of scale tensor s (data sd) as layout L reads it. */
 float feather_scale_at(const feather_tensor *s, const void *sd, const feather_scale_layout *L, uint64_t i);
 
+/* feather_quantize_with (quant.h) of a band of n rows of a weight of ldn rows (n ≤ ldn): w, scales
+ * and stats are the band's, q the output's first byte of the band's first row (for packed output
+ * the whole weight's q + 16 · r0, for plain q + r0 · K). The same codes as the whole weight's. */
+feather_status feather_quantize_band(feather_ctx *ctx, const feather_quant_options *opts, feather_dtype dtype,
+                                     const void *w, uint64_t n, uint64_t k, uint64_t ldn, const float *scales,
+                                     int packed, uint8_t *q, feather_quant_stats *stats, feather_error *err);
+
 /* feather_dequantize (quant.h) of rows [r0, r1) only, into out [r1 - r0, K] (row r0 first):
  * ranges of rows run on threads of their own. */
 void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,

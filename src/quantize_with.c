@@ -34,6 +34,7 @@ struct job {
     size_t esz;
     const unsigned char *w;
     uint64_t n, k, group; /* group: columns per scale (k unless block mode) */
+    uint64_t ldn;         /* packed: the whole weight's N, where rows [0, n) are a band of it */
     uint64_t tile_c0, tile_c1; /* columns [tile_c0, tile_c1) go through the 4-row kernels */
     feather_scale_mode mode;
     const float *scales;
@@ -56,9 +57,9 @@ static inline float scale_at(const struct job *j, uint64_t r, uint64_t c) {
 }
 
 static inline uint8_t *q_at(const struct job *j, uint64_t r, uint64_t c) {
-    return j->packed ? j->q + (c / 16) * 16 * j->n + 16 * r : j->q + r * j->k + c;
+    return j->packed ? j->q + (c / 16) * 16 * j->ldn + 16 * r : j->q + r * j->k + c;
 }
-static inline size_t q_piece_stride(const struct job *j) { return j->packed ? (size_t)(16 * j->n) : 16; }
+static inline size_t q_piece_stride(const struct job *j) { return j->packed ? (size_t)(16 * j->ldn) : 16; }
 
 /* Columns [c0, c1) of row r with the one-row kernels (plus statistics). */
 static int row_part(struct job *j, uint64_t r, uint64_t c0, uint64_t c1, feather_stat_lanes *lanes) {
@@ -91,7 +92,7 @@ static int quad_part(struct job *j, uint64_t r, uint64_t c0, uint64_t c1, feathe
         }
         const unsigned char *src = j->w + (r * j->k + c0) * j->esz;
         uint8_t *dst = q_at(j, r, c0);
-        size_t step = j->packed ? (size_t)(16 * j->n) : (size_t)j->k;
+        size_t step = j->packed ? (size_t)(16 * j->ldn) : (size_t)j->k;
         bad |= (unit ? j->tile_unit : j->tile)(src, j->k, e - c0, inv, dst, step, j->packed, j->nt);
         if (j->stats)
             for (int i = 0; i < 4; i++)
@@ -178,6 +179,12 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
                                      feather_dtype dtype, const void *w, uint64_t n, uint64_t k,
                                      const float *scales, int packed, uint8_t *q,
                                      feather_quant_stats *stats, feather_error *err) {
+    return feather_quantize_band(ctx, opts, dtype, w, n, k, n, scales, packed, q, stats, err);
+}
+
+feather_status feather_quantize_band(feather_ctx *ctx, const feather_quant_options *opts, feather_dtype dtype,
+                                     const void *w, uint64_t n, uint64_t k, uint64_t ldn, const float *scales,
+                                     int packed, uint8_t *q, feather_quant_stats *stats, feather_error *err) {
     if (!opts) return feather_fail(err, FEATHER_E_ARG, "quantize: no options given");
     const char *name = opts->name;
 #define FAIL(code, ...) fail_tensor(err, code, name, __VA_ARGS__)
@@ -229,7 +236,7 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
 
     struct job j = {
         .dt = dtype, .fmt = opts->format, .esz = dtype == FEATHER_F32 ? 4 : 2, .w = w, .n = n,
-        .k = k, .group = group ? group : 1, .mode = opts->mode, .scales = scales,
+        .k = k, .group = group ? group : 1, .ldn = ldn, .mode = opts->mode, .scales = scales,
         .packed = packed, .q = q,
     };
     feather_simd simd = feather_ctx_simd(ctx);
@@ -243,7 +250,7 @@ feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_optio
      * the cache; statistics read the codes straight back, so they keep them cached. */
     uintptr_t mis = (uintptr_t)q % 64;
     j.nt = simd >= FEATHER_SIMD_AVX2 && !stats && nk >= FEATHER_STREAM_MIN && mis % 16 == 0 &&
-           (packed ? n % 4 == 0 : k % 64 == 0 && (mis == 0 || opts->mode != FEATHER_SCALE_BLOCK));
+           (packed ? ldn % 4 == 0 : k % 64 == 0 && (mis == 0 || opts->mode != FEATHER_SCALE_BLOCK));
     if (j.nt && mis) {
         if (packed) {
             /* A packed line holds rows r … r+3 of one slab; with q at 16 (mod 64) the aligned

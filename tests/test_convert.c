@@ -283,6 +283,64 @@ TEST(convert_comfy_layout_and_back_without_requantising) {
     feather_ctx_free(ctx);
 }
 
+/* An fp8 weight repacked as it is, whose codes hold Inf and NaN: refused in one line with no
+ * output, as a cast refuses such values; with allow_nonfinite mapped as a cast maps them (e5m2's
+ * ±Inf to ±max, NaN to 0; e4m3fn's NaN to 0), with a warning, in a file the verifier passes. */
+TEST(convert_repacked_codes_of_inf_and_nan) {
+    const char *in = test_path("nan.safetensors"), *out = test_path("nan-out.safetensors");
+    feather_ctx *ctx = feather_ctx_new(2);
+    for (int f = 0; f < 2; f++) {
+        const int e5 = f == 0;
+        static const uint64_t shape[2] = {32, 64};
+        uint8_t q[32 * 64];
+        for (int i = 0; i < 32 * 64; i++) q[i] = (uint8_t)((i * 37) % 0x70) | (uint8_t)(i & 0x80);
+        /* e5m2: +Inf, -Inf, NaN; e4m3fn: NaN, -NaN */
+        q[3] = e5 ? 0x7c : 0x7f;
+        q[700] = e5 ? 0xfc : 0xff;
+        q[2047] = e5 ? 0x7e : 0x05;
+        const float scale = 0.5f;
+        feather_error err = {0};
+        feather_writer *w;
+        feather_write_options wo = {.no_hashes = 1, .overwrite = 1};
+        REQUIRE(feather_writer_open(&w, in, &wo, &err) == FEATHER_OK);
+        REQUIRE(!feather_writer_tensor(w, "x.weight", e5 ? FEATHER_F8_E5M2 : FEATHER_F8_E4M3, 2, shape, &err) &&
+                !feather_writer_tensor(w, "x.weight_scale", FEATHER_F32, 0, NULL, &err) &&
+                !feather_writer_begin(w, &err) && !feather_writer_write(w, q, sizeof q, &err) &&
+                !feather_writer_write(w, &scale, 4, &err) && !feather_writer_commit(w, &err));
+        feather_convert_options o;
+        feather_convert_result res;
+        feather_convert_defaults(&o);
+        o.layout = FEATHER_LAYOUT_COMFY;
+        o.quant.mode = FEATHER_SCALE_TENSOR;
+        o.quant.format = e5 ? FEATHER_FP8_E5M2 : FEATHER_FP8_E4M3FN;
+        o.overwrite = 1;
+        unlink(out);
+        CHECK(feather_convert(ctx, in, out, &o, &res, &err) == FEATHER_E_INVALID);
+        CHECK_STR_CONTAINS(err.message, e5 ? "tensor 'x.weight': 3 NaN/Inf codes (use --allow-nonfinite"
+                                           : "tensor 'x.weight': 2 NaN/Inf codes (use --allow-nonfinite");
+        CHECK(!exists(out));
+        o.quant.allow_nonfinite = 1;
+        feather_status st = feather_convert(ctx, in, out, &o, &res, &err);
+        if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+        REQUIRE(st == FEATHER_OK);
+        CHECK(res.nwarnings == 1 && strstr(res.warnings[0], e5 ? "3 NaN/Inf values mapped" : "2 NaN/Inf values mapped"));
+        feather_reader *r;
+        REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+        const feather_tensor *t = feather_find(r, "x.weight");
+        const void *d;
+        REQUIRE(t && t->nbytes == sizeof q && !feather_tensor_data(r, t, &d, &err));
+        uint8_t want[32 * 64];
+        memcpy(want, q, sizeof q);
+        want[3] = e5 ? 0x7b : 0;
+        want[700] = e5 ? 0xfb : 0;
+        want[2047] = e5 ? 0 : 0x05;
+        CHECK(memcmp(d, want, sizeof want) == 0);
+        feather_close(r);
+        REQUIRE(test_run("'%s' '%s'", bin("feather-verify"), out) == 0);
+    }
+    feather_ctx_free(ctx);
+}
+
 /* A packed file with channel scales into the comfy layout, which takes one scale per tensor:
  * requantised (with the warning), not repacked with scales ComfyUI would misread. */
 TEST(convert_channel_scales_into_comfy_layout_are_requantised) {
@@ -553,6 +611,88 @@ TEST(convert_fp8_scales_of_128x128_blocks) {
     REQUIRE(test_run("'%s' -q --force -o '%s' '%s'", bin("feather-convert"), out, in) == 0);
     REQUIRE(test_run("'%s' --reference '%s' '%s'", bin("feather-verify"), in, out) == 0);
     CHECK_STR_CONTAINS(test_cmd_output(), "4 measured");
+}
+
+/* A requantised weight of more rows than a band (the CPU requantises per-row scales 256 rows of
+ * K = 8192 at a time with two threads: here bands of 256, 256 and 8 rows) gets the codes and
+ * scales of the whole weight dequantised and quantised at once (feather_quantize), in the packed
+ * layout with channel and block:32 scales and in the plain one with none. Values that are NaN
+ * once dequantised, in two bands, are counted over the whole weight and refused in one line,
+ * with no output left. */
+TEST(convert_requantised_in_bands_as_the_whole_weight) {
+    static const char *const names[] = {"model.layers.0.mlp.down_proj.weight"};
+    static const uint64_t shape[][3] = {{520, 8192, 128}};
+    const uint64_t n = 520, k = 8192, cols = k / 128;
+    const char *in = test_path("big.safetensors"), *out = test_path("big-out.safetensors");
+    REQUIRE(write_block_scaled(in, names, shape, 1) == 0);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_error err = {0};
+    feather_reader *ri;
+    REQUIRE(feather_open(&ri, in, 0, &err) == FEATHER_OK);
+    const void *dq, *ds;
+    REQUIRE(!feather_tensor_data(ri, feather_find(ri, names[0]), &dq, &err) &&
+            !feather_tensor_data(ri, feather_find(ri, "model.layers.0.mlp.down_proj.weight_scale_inv"), &ds, &err));
+    float *deq = malloc(n * k * sizeof(float)), *want_s = malloc(n * k / 32 * sizeof(float));
+    uint8_t *want_q = malloc(n * k);
+    REQUIRE(deq && want_s && want_q);
+    for (uint64_t j = 0; j < n * k; j++)
+        deq[j] = feather_fp8_to_f32(((const uint8_t *)dq)[j], FEATHER_FP8_E4M3FN) *
+                 ((const float *)ds)[(j / k / 128) * cols + (j % k) / 128];
+    feather_close(ri);
+    static const struct {
+        feather_scale_mode mode;
+        unsigned group;
+        feather_layout layout;
+    } ways[] = {{FEATHER_SCALE_CHANNEL, 0, FEATHER_LAYOUT_PACKED},
+                {FEATHER_SCALE_BLOCK, 32, FEATHER_LAYOUT_PACKED},
+                {FEATHER_SCALE_NONE, 0, FEATHER_LAYOUT_COMFY}};
+    for (int w = 0; w < 3; w++) {
+        feather_convert_options o;
+        feather_convert_result res;
+        feather_convert_defaults(&o);
+        o.quant.mode = ways[w].mode;
+        o.quant.group = ways[w].group;
+        o.layout = ways[w].layout;
+        o.device = FEATHER_DEVICE_CPU;
+        o.overwrite = 1;
+        const int packed = o.layout == FEATHER_LAYOUT_PACKED;
+        feather_status st = feather_convert(ctx, in, out, &o, &res, &err);
+        if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+        REQUIRE(st == FEATHER_OK);
+        feather_quant_options qo = o.quant;
+        REQUIRE(feather_quantize(ctx, &qo, FEATHER_F32, deq, n, k, packed, want_q, want_s, NULL, &err) == FEATHER_OK);
+        feather_reader *r;
+        REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+        const feather_tensor *t = feather_find(r, names[0]),
+                             *s = feather_find(r, "model.layers.0.mlp.down_proj.weight_scale");
+        const uint64_t ns = feather_scale_count(&qo, n, k);
+        REQUIRE(t && t->nbytes == n * k && (ways[w].mode == FEATHER_SCALE_NONE || (s && s->nbytes == ns * 4)));
+        const void *got_q, *got_s = NULL;
+        REQUIRE(!feather_tensor_data(r, t, &got_q, &err) && (!s || !feather_tensor_data(r, s, &got_s, &err)));
+        CHECK(memcmp(got_q, want_q, n * k) == 0);
+        if (got_s) CHECK(memcmp(got_s, want_s, ns * 4) == 0);
+        feather_close(r);
+    }
+    /* NaN codes in the first and last bands */
+    uint8_t *bytes;
+    size_t len;
+    REQUIRE((bytes = tu_read_file(in, &len)) != NULL);
+    uint64_t hl;
+    memcpy(&hl, bytes, 8);
+    bytes[8 + hl + 5] = 0x7f;
+    bytes[8 + hl + 515 * k + 9] = 0xff;
+    FILE *f = fopen(in, "wb");
+    REQUIRE(f && fwrite(bytes, 1, len, f) == len && fclose(f) == 0);
+    free(bytes);
+    unlink(out);
+    REQUIRE(test_run("'%s' -q --device cpu -o '%s' '%s'", bin("feather-convert"), out, in) == 2);
+    CHECK_STR_CONTAINS(test_cmd_output(),
+                       "tensor 'model.layers.0.mlp.down_proj.weight': 2 values are NaN or Inf once dequantised");
+    CHECK(!exists(out));
+    free(deq);
+    free(want_s);
+    free(want_q);
+    feather_ctx_free(ctx);
 }
 
 /* A layer quantised in a format feather does not read (int8 codes with their row scales, as
