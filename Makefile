@@ -190,10 +190,12 @@ demo: deps
 	@if $(BUILD)/feather-verify --help 2>/dev/null | grep -q -- --reference; then \
 		$(BUILD)/feather-verify --reference $(DEMO) samples/out/flux-demo-fp8e5m2.safetensors; fi
 
-# ---- fuzzing the header parser and the plan, open benchmark ----
+# ---- fuzzing the header parser, the plan and whole conversions, open benchmark ----
 # libFuzzer (clang) over feather_check_header and an in-memory open for FUZZ_SECONDS, then over
-# the plan of what opens (feather_plan_new, both layouts) for half as long; both run on a copy of
-# the seed corpus (tests/fuzz/corpus). Crashes land in build-fuzz/crash-* and build-fuzz/plan-crash-*.
+# the plan of what opens (feather_plan_new, both layouts) for half as long, then over whole
+# conversions and their verification (fuzz_convert.c) for half as long; all run on a copy of the
+# seed corpus (tests/fuzz/corpus). Crashes land in build-fuzz/crash-*, build-fuzz/plan-crash-* and
+# build-fuzz/convert-crash-*.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_CFLAGS := -O1 -g -std=c11 -Wall -Wextra -Werror -fno-omit-frame-pointer \
