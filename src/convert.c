@@ -480,11 +480,12 @@ static feather_status produce_bf16(conv *c, const feather_plan_entry *e, const v
     return FEATHER_OK;
 }
 
-/* Rows a band of a requantised weight takes on the CPU: about 8 MiB of f32, so that the band is
- * still in cache when it is cast, and at least four 16-row strips for every thread. */
+/* Rows a band of a requantised weight takes on the CPU: about 8 MiB of f32, and at least eight
+ * 16-row strips for every thread, so that each pass over a band (dequantise, search, cast) still
+ * keeps every thread busy to its end. */
 static uint64_t band_rows(const conv *c, uint64_t k) {
     uint64_t rows = ((uint64_t)8 << 20) / (4 * (k ? k : 1));
-    const uint64_t least = (uint64_t)feather_ctx_threads(c->ctx) * 64;
+    const uint64_t least = (uint64_t)feather_ctx_threads(c->ctx) * 128;
     if (rows < least) rows = least;
     return (rows + 15) / 16 * 16;
 }

@@ -247,9 +247,10 @@ feather_status feather_quantize_band(feather_ctx *ctx, const feather_quant_optio
     /* 4-row kernels take 64 columns per step and one scale per run */
     j.tile_c1 = opts->mode == FEATHER_SCALE_BLOCK && group % 64 ? 0 : k / 64 * 64;
     /* Streaming stores need whole aligned lines and are only worth it for outputs that leave
-     * the cache; statistics read the codes straight back, so they keep them cached. */
+     * the cache (a band's, as part of its whole weight); statistics read the codes straight
+     * back, so they keep them cached. */
     uintptr_t mis = (uintptr_t)q % 64;
-    j.nt = simd >= FEATHER_SIMD_AVX2 && !stats && nk >= FEATHER_STREAM_MIN && mis % 16 == 0 &&
+    j.nt = simd >= FEATHER_SIMD_AVX2 && !stats && ldn * k >= FEATHER_STREAM_MIN && mis % 16 == 0 &&
            (packed ? ldn % 4 == 0 : k % 64 == 0 && (mis == 0 || opts->mode != FEATHER_SCALE_BLOCK));
     if (j.nt && mis) {
         if (packed) {
