@@ -111,6 +111,9 @@ typedef struct conv {
     size_t w_cap;
     float *in_scales; /* a requantised or dequantised input's scales */
     size_t in_cap;
+    feather_ctx **solo;        /* a one-thread context per thread, for strips of requantised weights */
+    feather_error *solo_errs;  /* and an error each */
+    int nsolo;
     double snr_sum;
     uint64_t snr_count;
 } conv;
@@ -238,8 +241,17 @@ static feather_status declare_entry(conv *c, feather_writer *w, const feather_pl
     return FEATHER_OK;
 }
 
+/* Whether an input's feather.tensors entry can stand for a converted tensor of (n, k): a dtype,
+ * and the shape [n, k] (an entry that says otherwise would make the output fail verification). */
+static int record_fits(const cJSON *rec, uint64_t n, uint64_t k) {
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(rec, "shape");
+    const cJSON *d0 = cJSON_GetArrayItem(sh, 0), *d1 = cJSON_GetArrayItem(sh, 1);
+    return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "dtype")) && cJSON_GetArraySize(sh) == 2 &&
+           cJSON_IsNumber(d0) && cJSON_IsNumber(d1) && d0->valuedouble == (double)n && d1->valuedouble == (double)k;
+}
+
 /* Original dtype and shape of each converted tensor, as a JSON object string. For a repacked
- * input the original is carried over from its own feather.tensors when it has one. */
+ * input the original is carried over from its own feather.tensors when it has one that fits. */
 static char *tensors_json(conv *c, unsigned shard) {
     cJSON *root = cJSON_CreateObject(), *prev = NULL;
     const char *pv = feather_metadata_get(c->r, shard, "feather.tensors");
@@ -248,7 +260,7 @@ static char *tensors_json(conv *c, unsigned shard) {
         const feather_plan_entry *e = feather_plan_at(c->plan, i);
         if (!converted(e) || e->tensor->shard != shard) continue;
         cJSON *old = prev ? cJSON_GetObjectItemCaseSensitive(prev, e->name) : NULL;
-        if (old) {
+        if (old && record_fits(old, e->n, e->k)) {
             cJSON_AddItemToObject(root, e->name, cJSON_Duplicate(old, 1));
             continue;
         }
@@ -415,37 +427,6 @@ static feather_status take_buffer(conv *c, int slot, uint64_t bytes) {
     return FEATHER_OK;
 }
 
-/* Rows [r0, r0 + count) of a quantised input, dequantised into wide (f32, row r0 first) or, where
- * bf16 is not NULL, rounded into bf16 a row at a time through the worker's row of wide (one per
- * worker), so that a layer dequantised to BF16 takes no f32 copy of the whole weight. */
-typedef struct deq_job {
-    const feather_plan_entry *e;
-    const uint8_t *q;
-    const feather_scale_layout *L;
-    const float *scales;
-    float g, *wide;
-    uint16_t *bf16;
-    uint64_t r0;
-    _Atomic uint64_t nonfinite; /* f32 values that are NaN or Inf (not counted for bf16) */
-} deq_job;
-
-static void deq_rows(void *arg, size_t b, size_t end, int worker) {
-    deq_job *j = arg;
-    const uint64_t k = j->e->k;
-    for (uint64_t r = j->r0 + b, r1 = j->r0 + end, r2; r < r1; r = r2) {
-        r2 = j->bf16 ? r + 1 : r1;
-        float *out = j->wide + (j->bf16 ? (size_t)worker : r - j->r0) * k;
-        if (j->e->fp4)
-            feather_dequantize_fp4(j->q + r * k / 2, !j->L->swizzled, j->e->fp4, j->scales + r * k / j->e->fp4, j->g,
-                                   r2 - r, k, out);
-        else
-            feather_dequantize_rows(j->q, j->e->tensor->ndim == 3, feather_fp8_of(j->e->tensor->dtype), j->L->mode,
-                                    j->L->group, j->scales, j->e->n, k, r, r2, out);
-        for (uint64_t i = 0; j->bf16 && i < k; i++) j->bf16[r * k + i] = feather_f32_to_bf16(out[i]);
-        if (!j->bf16) atomic_fetch_add(&j->nonfinite, feather_count_nonfinite(FEATHER_F32, out, (r2 - r) * k));
-    }
-}
-
 /* Reads a quantised input's scales into c->in_scales (an FP4 one's block scales; its tensor
  * scale goes into *g, see feather_fp4_tensor_scale) and makes c->wide hold rows f32 rows. */
 static feather_status dequant_setup(conv *c, const feather_plan_entry *e, uint64_t rows, feather_scale_layout *L,
@@ -461,51 +442,124 @@ static feather_status dequant_setup(conv *c, const feather_plan_entry *e, uint64
     return FEATHER_OK;
 }
 
-/* Returns how many of the f32 values are NaN or Inf (0 for bf16). */
-static uint64_t dequant_rows(conv *c, const feather_plan_entry *e, const void *data, const feather_scale_layout *L,
-                             float g, uint64_t r0, uint64_t r1, uint16_t *bf16) {
-    deq_job j = {.e = e, .q = data, .L = L, .scales = c->in_scales, .g = g, .wide = c->wide, .bf16 = bf16, .r0 = r0};
-    atomic_init(&j.nonfinite, 0);
-    feather_parallel_for(c->ctx, r1 - r0, 16, deq_rows, &j);
-    return atomic_load(&j.nonfinite);
+/* Rows a strip of a quantised weight takes: about 512 KiB of f32, which stays in a core's cache
+ * while one thread dequantises, searches and casts it. */
+static uint64_t strip_rows(uint64_t k) {
+    const uint64_t rows = ((uint64_t)512 << 10) / (4 * (k ? k : 1)) / 16 * 16;
+    return rows > 16 ? rows : 16;
+}
+
+/* A quantised input weight, a strip of rows per task: each strip dequantised with the input's
+ * scales and then rounded into bf16 (TO_BF16), kept in c->wide (TO_F32: the whole weight, for
+ * whole-tensor scales and the GPU), or requantised there by the thread that dequantised it
+ * (REQUANT: scales of its rows, searched and cast with that thread's one-thread context). */
+enum strip_work { TO_BF16, TO_F32, REQUANT };
+
+typedef struct strip_job {
+    conv *c;
+    const feather_plan_entry *e;
+    const uint8_t *q;
+    const feather_scale_layout *L;
+    float g;
+    uint64_t rows;
+    enum strip_work what;
+    uint16_t *bf16;
+    const feather_quant_options *qo;
+    int packed, search;
+    uint64_t per_row;              /* output scales a row (0: one for the weight) */
+    feather_quant_stats *parts;    /* a strip's, summed in strip order; or NULL */
+    _Atomic uint64_t nonfinite;    /* f32 values NaN or Inf once dequantised */
+    atomic_int status;             /* the first failure's */
+    int failed_worker;             /* whose error says why */
+} strip_job;
+
+static void strip_fn(void *arg, size_t b, size_t end, int worker) {
+    strip_job *j = arg;
+    conv *c = j->c;
+    const feather_plan_entry *e = j->e;
+    const uint64_t n = e->n, k = e->k;
+    for (size_t s = b; s < end; s++) {
+        const uint64_t r0 = s * j->rows, r1 = r0 + j->rows < n ? r0 + j->rows : n, len = (r1 - r0) * k;
+        float *out = c->wide + (j->what == TO_F32 ? r0 : (uint64_t)worker * j->rows) * k;
+        if (e->fp4)
+            feather_dequantize_fp4(j->q + r0 * k / 2, !j->L->swizzled, e->fp4, c->in_scales + r0 * k / e->fp4, j->g,
+                                   r1 - r0, k, out);
+        else
+            feather_dequantize_rows(j->q, e->tensor->ndim == 3, feather_fp8_of(e->tensor->dtype), j->L->mode,
+                                    j->L->group, c->in_scales, n, k, r0, r1, out);
+        if (j->what == TO_BF16) {
+            for (uint64_t i = 0; i < len; i++) j->bf16[r0 * k + i] = feather_f32_to_bf16(out[i]);
+            continue;
+        }
+        const uint64_t bad = feather_count_nonfinite(FEATHER_F32, out, (size_t)len);
+        if (bad) atomic_fetch_add(&j->nonfinite, bad);
+        /* once a value is refused, the rest are only counted */
+        if (j->what == TO_F32 || atomic_load(&j->status) || (atomic_load(&j->nonfinite) && !j->qo->allow_nonfinite))
+            continue;
+        feather_error *err = &c->solo_errs[worker];
+        float *sc = c->scales + r0 * j->per_row;
+        feather_status st = j->search ? feather_scale_search(c->solo[worker], j->qo, FEATHER_F32, out, r1 - r0, k, sc, err)
+                                      : FEATHER_OK;
+        if (!st)
+            st = feather_quantize_band(c->solo[worker], j->qo, FEATHER_F32, out, r1 - r0, k, n, sc, j->packed,
+                                       j->packed ? c->q + 16 * r0 : c->q + r0 * k, j->parts ? &j->parts[s] : NULL, err);
+        int none = 0;
+        if (st && atomic_compare_exchange_strong(&j->status, &none, (int)st)) j->failed_worker = worker;
+    }
+}
+
+static feather_status run_strips(conv *c, strip_job *j) {
+    atomic_init(&j->nonfinite, 0);
+    atomic_init(&j->status, 0);
+    feather_parallel_for(c->ctx, (size_t)((j->e->n + j->rows - 1) / j->rows), 1, strip_fn, j);
+    const feather_status st = (feather_status)atomic_load(&j->status);
+    if (st) *c->err = c->solo_errs[j->failed_worker];
+    return st;
+}
+
+/* A one-thread context and an error for each of the context's threads, made once. */
+static feather_status solo_contexts(conv *c) {
+    const int t = feather_ctx_threads(c->ctx);
+    if (c->solo) return FEATHER_OK;
+    c->solo = calloc((size_t)t, sizeof *c->solo);
+    c->solo_errs = calloc((size_t)t, sizeof *c->solo_errs);
+    for (int i = 0; c->solo && i < t; i++) {
+        if (!(c->solo[i] = feather_ctx_new(1))) break;
+        feather_ctx_set_simd(c->solo[i], feather_ctx_simd(c->ctx));
+        c->nsolo = i + 1;
+    }
+    if (c->nsolo < t || !c->solo_errs) return feather_fail(c->err, FEATHER_E_NOMEM, "out of memory for threads");
+    return FEATHER_OK;
 }
 
 /* DEQUANT: the fp8 weight as BF16 [N, K] into slot. */
 static feather_status produce_bf16(conv *c, const feather_plan_entry *e, const void *data, int slot) {
     feather_scale_layout L;
-    float g;
+    const uint64_t rows = strip_rows(e->k);
+    strip_job j = {.c = c, .e = e, .q = data, .L = &L, .rows = rows, .what = TO_BF16};
     feather_status st = take_buffer(c, slot, 2 * e->n * e->k);
-    if (st || (st = dequant_setup(c, e, (uint64_t)feather_ctx_threads(c->ctx), &L, &g))) return st;
-    dequant_rows(c, e, data, &L, g, 0, e->n, (uint16_t *)c->q);
-    return FEATHER_OK;
-}
-
-/* Rows a band of a requantised weight takes on the CPU: about 8 MiB of f32, and at least eight
- * 16-row strips for every thread, so that each pass over a band (dequantise, search, cast) still
- * keeps every thread busy to its end. */
-static uint64_t band_rows(const conv *c, uint64_t k) {
-    uint64_t rows = ((uint64_t)8 << 20) / (4 * (k ? k : 1));
-    const uint64_t least = (uint64_t)feather_ctx_threads(c->ctx) * 128;
-    if (rows < least) rows = least;
-    return (rows + 15) / 16 * 16;
+    if (st || (st = dequant_setup(c, e, (uint64_t)feather_ctx_threads(c->ctx) * rows, &L, &j.g))) return st;
+    j.bf16 = (uint16_t *)c->q;
+    return run_strips(c, &j);
 }
 
 /* REQUANT: an fp8 or FP4 weight dequantised with its scales, then quantised like an f32 one.
  * Where each row's scales are its own (channel, block and no scales, and FP4 blocks kept), the
- * CPU takes a band of rows at a time, with the same codes and scales as the whole weight; whole-
- * tensor scales, and the GPU, take the whole weight. */
+ * CPU takes a strip of rows at a time, each on one thread from its dequantisation to its codes,
+ * with the same codes and scales as the whole weight; whole-tensor scales, and the GPU, take the
+ * whole weight in f32. */
 static feather_status requantize(conv *c, const feather_plan_entry *e, const void *data, int slot,
                                  feather_quant_options *qo, int packed, feather_quant_stats *stats) {
     feather_error *err = c->err;
     const uint64_t n = e->n, k = e->k, count = feather_scale_count(qo, n, k);
-    const int keeps = feather_fp4_keeps_blocks(qo, e->fp4);
+    const int keeps = feather_fp4_keeps_blocks(qo, e->fp4), none = qo->mode == FEATHER_SCALE_NONE;
     const int by_rows = keeps || (c->dev != FEATHER_DEVICE_GPU && (qo->mode == FEATHER_SCALE_CHANNEL ||
-                                                                  qo->mode == FEATHER_SCALE_BLOCK ||
-                                                                  qo->mode == FEATHER_SCALE_NONE));
-    const uint64_t band = by_rows ? band_rows(c, k) : n, per_row = qo->mode == FEATHER_SCALE_NONE ? 0 : count / n;
+                                                                  qo->mode == FEATHER_SCALE_BLOCK || none));
     feather_scale_layout L;
-    float g = 1;
-    feather_status st = dequant_setup(c, e, band < n ? band : n, &L, &g);
+    strip_job j = {.c = c, .e = e, .q = data, .L = &L, .rows = strip_rows(k), .what = by_rows ? REQUANT : TO_F32,
+                   .qo = qo, .packed = packed, .search = !keeps && !none, .per_row = none ? 0 : count / n};
+    feather_status st =
+        dequant_setup(c, e, by_rows ? (uint64_t)feather_ctx_threads(c->ctx) * j.rows : n, &L, &j.g);
     if (st || (st = grow((void **)&c->scales, &c->s_caps[slot], count * sizeof(float), err))) return st;
     c->ss[slot] = c->scales;
     if (keeps) {
@@ -513,40 +567,35 @@ static feather_status requantize(conv *c, const feather_plan_entry *e, const voi
          * zeros, scale 0, takes 1); no search, so the same on every device. */
         const uint64_t per = e->fp4 / qo->group;
         for (uint64_t i = 0; i < count; i++) {
-            const float s = c->in_scales[i / per] * g;
+            const float s = c->in_scales[i / per] * j.g;
             c->scales[i] = s > 0 ? s : 1.0f;
         }
     }
-    /* Values that are not finite once dequantised (codes of Inf or NaN, or a code times its scale
-     * past the f32 range) are counted over the whole weight before any is refused. */
-    uint64_t nonfinite = 0;
-    if (stats) memset(stats, 0, sizeof *stats);
-    for (uint64_t r0 = 0; r0 < n && !st; r0 += band) {
-        const uint64_t r1 = r0 + band < n ? r0 + band : n;
-        nonfinite += dequant_rows(c, e, data, &L, g, r0, r1, NULL);
-        if (nonfinite && !qo->allow_nonfinite) continue;
-        if (!by_rows) {
-            st = quantize(c, qo, FEATHER_F32, c->wide, n, k, packed, stats);
-            break;
-        }
-        feather_quant_stats part;
-        float *sc = c->scales + r0 * per_row;
-        if (!keeps) st = feather_scale_search(c->ctx, qo, FEATHER_F32, c->wide, r1 - r0, k, sc, err);
-        if (!st)
-            st = feather_quantize_band(c->ctx, qo, FEATHER_F32, c->wide, r1 - r0, k, n, sc, packed,
-                                       packed ? c->q + 16 * r0 : c->q + r0 * k, stats ? &part : NULL, err);
-        if (!st && stats) {
-            stats->sum_sq += part.sum_sq;
-            stats->err_sq += part.err_sq;
-            stats->nonfinite += part.nonfinite;
-            if (part.max_abs_err > stats->max_abs_err) stats->max_abs_err = part.max_abs_err;
+    if (none) c->scales[0] = 1.0f;
+    const size_t strips = (size_t)((n + j.rows - 1) / j.rows);
+    if (by_rows && ((st = solo_contexts(c)) || (stats && !(j.parts = calloc(strips, sizeof *j.parts)))))
+        return st ? st : feather_fail(err, FEATHER_E_NOMEM, "out of memory for statistics");
+    st = run_strips(c, &j);
+    const uint64_t nonfinite = atomic_load(&j.nonfinite);
+    if (!st && nonfinite && !qo->allow_nonfinite)
+        st = feather_fail(err, FEATHER_E_INVALID,
+                          "tensor '%s': %llu values are NaN or Inf once dequantised with its scales (use "
+                          "--allow-nonfinite to map NaN to 0 and Inf to ±max)",
+                          e->tensor->name, (unsigned long long)nonfinite);
+    if (!st && !by_rows) {
+        if (stats) memset(stats, 0, sizeof *stats);
+        st = quantize(c, qo, FEATHER_F32, c->wide, n, k, packed, stats);
+    } else if (!st && stats) {
+        /* in strip order: the same sums for any thread count */
+        memset(stats, 0, sizeof *stats);
+        for (size_t s = 0; s < strips; s++) {
+            stats->sum_sq += j.parts[s].sum_sq;
+            stats->err_sq += j.parts[s].err_sq;
+            stats->nonfinite += j.parts[s].nonfinite;
+            if (j.parts[s].max_abs_err > stats->max_abs_err) stats->max_abs_err = j.parts[s].max_abs_err;
         }
     }
-    if (!st && nonfinite && !qo->allow_nonfinite)
-        return feather_fail(err, FEATHER_E_INVALID,
-                            "%s: tensor '%s': %llu values are NaN or Inf once dequantised with its scales (use "
-                            "--allow-nonfinite to map NaN to 0 and Inf to ±max)",
-                            feather_reader_path(c->r), e->tensor->name, (unsigned long long)nonfinite);
+    free(j.parts);
     return st ? feather_fail_prefix(err, st, "%s", feather_reader_path(c->r)) : FEATHER_OK;
 }
 
@@ -1088,6 +1137,9 @@ out_reader:
     }
     free(c.wide);
     free(c.in_scales);
+    for (int i = 0; i < c.nsolo; i++) feather_ctx_free(c.solo[i]);
+    free(c.solo);
+    free(c.solo_errs);
     res->seconds = feather_now_s() - t0;
     return st;
 }

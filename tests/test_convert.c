@@ -427,6 +427,43 @@ static feather_status convert_excluding(feather_ctx *ctx, const char *in, const 
     return st;
 }
 
+/* A feather file's record of a weight's original (feather.tensors) travels into the output
+ * where it fits the weight; one whose shape is not the weight's is replaced by the weight's own
+ * dtype and shape, so that the output verifies. */
+TEST(convert_feather_input_records_that_do_not_fit) {
+    const char *c4 = test_path("c4.safetensors"), *out = test_path("o.safetensors");
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_error err = {0};
+    REQUIRE(e4m3_input(ctx, c4, &err) == FEATHER_OK);
+    size_t len;
+    uint8_t *b = tu_read_file(c4, &len);
+    REQUIRE(b);
+    uint64_t hl;
+    memcpy(&hl, b, 8);
+    static const char rec[] = "\\\"blocks.0.mlp.fc1.weight\\\":{\\\"dtype\\\":\\\"F16\\\",\\\"shape\\\":[128,64]";
+    char *at = memmem(b + 8, hl, rec, sizeof rec - 1);
+    REQUIRE(at);
+    memcpy(at + sizeof rec - 4, "32", 2); /* [128,32] */
+    FILE *f = fopen(c4, "wb");
+    REQUIRE(f && fwrite(b, 1, len, f) == len && fclose(f) == 0);
+    free(b);
+    feather_convert_options o;
+    feather_convert_result res;
+    feather_convert_defaults(&o);
+    o.overwrite = 1;
+    feather_status st = feather_convert(ctx, c4, out, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    REQUIRE(st == FEATHER_OK);
+    feather_reader *r;
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    const char *t = feather_metadata_get(r, 0, "feather.tensors");
+    CHECK_STR_CONTAINS(t, "\"blocks.0.mlp.fc1.weight\":{\"dtype\":\"F8_E4M3\",\"shape\":[128,64]}");
+    CHECK_STR_CONTAINS(t, "\"blocks.0.attn.qkv.weight\":{\"dtype\":\"BF16\",\"shape\":[96,64]}");
+    feather_close(r);
+    REQUIRE(test_run("'%s' '%s'", bin("feather-verify"), out) == 0);
+    feather_ctx_free(ctx);
+}
+
 /* An fp8 layer that is not converted (--exclude): in the comfy layout it is kept as it is, with
  * what ComfyUI needs to load it (its .comfy_quant tag and _quantization_metadata entry); in the
  * packed layout, whose loader runs such layers as plain weights without their scales, it becomes
@@ -613,14 +650,14 @@ TEST(convert_fp8_scales_of_128x128_blocks) {
     CHECK_STR_CONTAINS(test_cmd_output(), "4 measured");
 }
 
-/* A requantised weight of more rows than a band (the CPU requantises per-row scales 256 rows of
- * K = 8192 at a time with two threads: here bands of 256, 256 and 8 rows) gets the codes and
+/* A requantised weight of many strips (the CPU requantises per-row scales 16 rows of K = 8192
+ * at a time, each strip on one thread: here 32 strips and one of 8 rows) gets the codes and
  * scales of the whole weight dequantised and quantised at once (feather_quantize), in the packed
  * layout with channel and block:32 scales (the latter without statistics, as -q converts, so
- * with streaming stores) and in the plain one with none. Values that are NaN
- * once dequantised, in two bands, are counted over the whole weight and refused in one line,
- * with no output left. */
-TEST(convert_requantised_in_bands_as_the_whole_weight) {
+ * with streaming stores) and in the plain one with none. Values that are NaN once dequantised,
+ * in two strips, are counted over the whole weight and refused in one line, with no output
+ * left. */
+TEST(convert_requantised_in_strips_as_the_whole_weight) {
     static const char *const names[] = {"model.layers.0.mlp.down_proj.weight"};
     static const uint64_t shape[][3] = {{520, 8192, 128}};
     const uint64_t n = 520, k = 8192, cols = k / 128;
