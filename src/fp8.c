@@ -132,7 +132,16 @@ uint64_t feather_count_nonfinite(feather_dtype dtype, const void *src, size_t n)
     } else if (dtype == FEATHER_BF16) {
         for (size_t i = 0; i < n; i++) c += (feather_ld16(src, i) & 0x7f80) == 0x7f80;
     } else if (dtype == FEATHER_F32) {
-        for (size_t i = 0; i < n; i++) {
+        /* sixteen at a time: a loop of fixed length, which the compiler vectorises at -O2 */
+        size_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            uint32_t u[16];
+            unsigned m = 0;
+            memcpy(u, (const unsigned char *)src + 4 * i, sizeof u);
+            for (int j = 0; j < 16; j++) m += (u[j] & 0x7f800000u) == 0x7f800000u;
+            c += m;
+        }
+        for (; i < n; i++) {
             uint32_t u;
             memcpy(&u, (const unsigned char *)src + 4 * i, 4);
             c += (u & 0x7f800000u) == 0x7f800000u;

@@ -328,6 +328,14 @@ TEST(fp8_count_nonfinite) {
     CHECK_EQ_U(feather_count_nonfinite(FEATHER_F32, f, 7), 3);
     CHECK_EQ_U(feather_count_nonfinite(FEATHER_F32, f, 1), 0);
     CHECK_EQ_U(feather_count_nonfinite(FEATHER_F8_E5M2, f, 7), 0);
+    /* f32 goes sixteen at a time, then one by one: every length, from an unaligned start */
+    unsigned char fb[4 * 100 + 1];
+    for (int i = 0; i < 100; i++) {
+        const float v = i % 7 == 3 ? f[1 + i % 3] : (float)i - 50.0f;
+        memcpy(fb + 1 + 4 * i, &v, 4);
+    }
+    for (size_t n = 0, want = 0; n <= 100; want += n < 100 && n % 7 == 3, n++)
+        CHECK_EQ_U(feather_count_nonfinite(FEATHER_F32, fb + 1, n), want);
 }
 
 /* Nearest value among the finite patterns of a 16-bit format (listed ascending), ties to the
