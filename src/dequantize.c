@@ -5,6 +5,7 @@
  * tensor's name, their layer's ComfyUI format and, from their shape, their layout. */
 #include "internal.h"
 #include "feather/quant.h"
+#include "quant_kernels.h"
 
 #include <cJSON.h>
 #include <math.h>
@@ -234,10 +235,12 @@ int feather_fp4_tensor_scale(const feather_tensor *w, const feather_tensor *s2, 
     return 0;
 }
 
-void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,
-                             const float *scales, uint64_t n, uint64_t k, uint64_t r0, uint64_t r1, float *out) {
-    float lut[256];
-    for (int i = 0; i < 256; i++) lut[i] = feather_fp8_to_f32((uint8_t)i, fmt);
+void feather_dequantize_rows(feather_simd simd, const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode,
+                             unsigned group, const float *scales, uint64_t n, uint64_t k, uint64_t r0, uint64_t r1,
+                             float *out) {
+    const feather_decode_fn decode = feather_decode_kernel(simd);
+    float lut[256]; /* for the scalar level: a table beats decoding each code */
+    for (int i = 0; simd < FEATHER_SIMD_AVX2 && i < 256; i++) lut[i] = feather_fp8_to_f32((uint8_t)i, fmt);
     uint64_t g = mode == FEATHER_SCALE_BLOCK && group ? group : k;
     uint64_t per_row = k / (g ? g : 1);
     for (uint64_t r = r0; r < r1; r++) {
@@ -248,7 +251,14 @@ void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feat
                       : mode == FEATHER_SCALE_BLOCK         ? scales[r * per_row + c0 / g]
                                                             : scales[0];
             uint64_t c1 = c0 + g < k ? c0 + g : k;
-            if (packed) {
+            if (simd >= FEATHER_SIMD_AVX2) {
+                /* runs of contiguous codes: the row's, or a packed row's 16 per k/16 row */
+                for (uint64_t c = c0, e; c < c1; c = e) {
+                    e = packed ? (c / 16 + 1) * 16 : c1;
+                    if (e > c1) e = c1;
+                    decode(packed ? q + (c / 16) * 16 * n + 16 * r + c % 16 : q + r * k + c, e - c, s, fmt, o + c);
+                }
+            } else if (packed) {
                 for (uint64_t c = c0; c < c1; c++) o[c] = lut[q[(c / 16) * 16 * n + 16 * r + c % 16]] * s;
             } else {
                 for (uint64_t c = c0; c < c1; c++) o[c] = lut[q[r * k + c]] * s;
@@ -259,5 +269,5 @@ void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feat
 
 void feather_dequantize(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,
                         const float *scales, uint64_t n, uint64_t k, float *out) {
-    feather_dequantize_rows(q, packed, fmt, mode, group, scales, n, k, 0, n, out);
+    feather_dequantize_rows(feather_simd_detect(), q, packed, fmt, mode, group, scales, n, k, 0, n, out);
 }

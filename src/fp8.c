@@ -376,8 +376,14 @@ feather_status feather_fp8_cast(const feather_ctx *ctx, feather_dtype dt, const 
     return FEATHER_OK;
 }
 
+void feather_fp8_decode_scalar(const uint8_t *q, size_t n, float s, feather_fp8 fmt, float *dst) {
+    for (size_t i = 0; i < n; i++) dst[i] = feather_fp8_to_f32(q[i], fmt) * s;
+}
+
+feather_decode_fn feather_decode_kernel(feather_simd simd) {
+    return simd >= FEATHER_SIMD_AVX2 ? feather_decode_kernel_avx2() : feather_fp8_decode_scalar;
+}
+
 void feather_fp8_decode(const uint8_t *q, size_t n, float scale, feather_fp8 fmt, float *dst) {
-    float lut[256];
-    for (int i = 0; i < 256; i++) lut[i] = feather_fp8_to_f32((uint8_t)i, fmt) * scale;
-    for (size_t i = 0; i < n; i++) dst[i] = lut[q[i]];
+    feather_decode_kernel(feather_simd_detect())(q, n, scale, fmt, dst);
 }

@@ -314,3 +314,34 @@ static void st_f32(const void *src, size_t n, const uint8_t *q, size_t qs, float
 feather_stats_fn feather_stats_kernel_avx2(feather_dtype dt) {
     return dt == FEATHER_F16 ? st_f16 : dt == FEATHER_BF16 ? st_bf16 : dt == FEATHER_F32 ? st_f32 : NULL;
 }
+
+/* Decoding (quant_kernels.h). e5m2 is the high byte of an fp16; e4m3fn's S.EEEE.MMM placed as
+ * the fp16 S.0EEEE.MMM0000000 is its value / 256, subnormals included (both biases differ by 8
+ * and f16 subnormals scale the same way), so F16C converts either exactly and the scale is the
+ * one rounding. Codes of Inf or NaN are left to the scalar kernel, group by group. */
+static void decode(const uint8_t *q, size_t n, float s, feather_fp8 fmt, float *dst) {
+    const int e4m3 = fmt != FEATHER_FP8_E5M2;
+    const __m128i special = _mm_set1_epi8(e4m3 ? 0x7f : 0x7c);
+    const __m256 vs = _mm256_set1_ps(s);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i c = _mm_loadl_epi64((const __m128i *)(q + i));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(c, special), special)) & 0xff) {
+            feather_fp8_decode_scalar(q + i, 8, s, fmt, dst + i);
+            continue;
+        }
+        __m128i h = _mm_cvtepu8_epi16(c);
+        __m256 v;
+        if (e4m3) {
+            h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7f)), 7),
+                             _mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x80)), 8));
+            v = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+        } else {
+            v = _mm256_cvtph_ps(_mm_slli_epi16(h, 8));
+        }
+        _mm256_storeu_ps(dst + i, _mm256_mul_ps(v, vs));
+    }
+    feather_fp8_decode_scalar(q + i, n - i, s, fmt, dst + i);
+}
+
+feather_decode_fn feather_decode_kernel_avx2(void) { return decode; }

@@ -106,10 +106,12 @@ feather_status feather_quantize_band(feather_ctx *ctx, const feather_quant_optio
                                      const void *w, uint64_t n, uint64_t k, uint64_t ldn, const float *scales,
                                      int packed, uint8_t *q, feather_quant_stats *stats, feather_error *err);
 
-/* feather_dequantize (quant.h) of rows [r0, r1) only, into out [r1 - r0, K] (row r0 first):
- * ranges of rows run on threads of their own. */
-void feather_dequantize_rows(const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode, unsigned group,
-                             const float *scales, uint64_t n, uint64_t k, uint64_t r0, uint64_t r1, float *out);
+/* feather_dequantize (quant.h) of rows [r0, r1) only, into out [r1 - r0, K] (row r0 first),
+ * with the decoding kernels of level simd (the same bits at every level): ranges of rows run on
+ * threads of their own. */
+void feather_dequantize_rows(feather_simd simd, const uint8_t *q, int packed, feather_fp8 fmt, feather_scale_mode mode,
+                             unsigned group, const float *scales, uint64_t n, uint64_t k, uint64_t r0, uint64_t r1,
+                             float *out);
 
 /* FP4 codes [N, K/2] (two E2M1 values a byte, the even column in the high nibble as ComfyUI
  * packs them, or in the low one where low_first, as ModelOpt and compressed-tensors do) to f32

@@ -85,6 +85,15 @@ feather_tile_fn feather_tile_kernel_avx512(feather_dtype src, feather_fp8 fmt, i
 void feather_fp8_cast_scalar(feather_dtype src_dtype, const void *src, size_t n, float inv,
                              feather_fp8 fmt, uint8_t *dst);
 
+/* ---- decoding ----
+ * dst[i] = f32(q[i]) · s for n codes (any n): the exact value of each code, then one f32
+ * multiply, as feather_dequantize defines it. Every level returns the scalar kernel's bits,
+ * Inf and NaN codes included (the SIMD kernels leave a group of 8 holding one to it). */
+typedef void (*feather_decode_fn)(const uint8_t *q, size_t n, float s, feather_fp8 fmt, float *dst);
+feather_decode_fn feather_decode_kernel(feather_simd simd);
+void feather_fp8_decode_scalar(const uint8_t *q, size_t n, float s, feather_fp8 fmt, float *dst);
+feather_decode_fn feather_decode_kernel_avx2(void);
+
 /* ---- error statistics of a cast run ----
  * Accumulates, for the n elements of src (n % 16 == 0 unless q_stride == 16) and their codes
  * laid out like the cast kernel's output (q, q_stride), in double precision:

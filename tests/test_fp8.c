@@ -307,6 +307,50 @@ TEST(fp8_decoders_all_codes) {
     for (int i = 0; i < 0x7c; i++) CHECK(out[i] == (float)(REF[0].val[i] * 0.5));
 }
 
+/* The decoding kernels of every level give the scalar kernel's bits (f32(q) · s, one rounding):
+ * every code of both formats, Inf and NaN among them, at scales that round, overflow to Inf and
+ * reach f32's subnormals, for every length up to 40 from every start within 8 bytes. */
+TEST(fp8_decode_kernels_agree) {
+    feather_simd lv[3];
+    const int nl = levels(lv);
+    uint8_t q[256 + 48];
+    for (int i = 0; i < 256 + 48; i++) q[i] = (uint8_t)(i * 73 + 11);
+    static const float scales[] = {1.0f, 0.3f, 1e-3f, 3e36f, 1e-40f, 7.5e-39f};
+    float want[64], got[64];
+    for (int f = 0; f < 2; f++) {
+        const feather_fp8 fmt = (feather_fp8)f;
+        for (int l = 1; l < nl; l++) {
+            const feather_decode_fn d = feather_decode_kernel(lv[l]);
+            for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+                unsigned bad = 0;
+                /* all 256 codes, 32 at a time */
+                for (int at = 0; at < 256; at += 32) {
+                    uint8_t all[32];
+                    for (int i = 0; i < 32; i++) all[i] = (uint8_t)(at + i);
+                    feather_fp8_decode_scalar(all, 32, scales[si], fmt, want);
+                    d(all, 32, scales[si], fmt, got);
+                    bad += memcmp(want, got, 32 * sizeof(float)) != 0;
+                }
+                for (size_t off = 0; off < 8; off++)
+                    for (size_t n = 0; n <= 40; n++) {
+                        feather_fp8_decode_scalar(q + off, n, scales[si], fmt, want);
+                        d(q + off, n, scales[si], fmt, got);
+                        bad += memcmp(want, got, n * sizeof(float)) != 0;
+                    }
+                if (bad) test_fail(__FILE__, __LINE__, "%s, level %d, scale %g: %u runs differ", f ? "e4m3fn" : "e5m2",
+                                   (int)lv[l], (double)scales[si], bad);
+            }
+        }
+        /* the scalar kernel is the definition */
+        for (int c = 0; c < 256; c++) {
+            const uint8_t b = (uint8_t)c;
+            feather_fp8_decode_scalar(&b, 1, 0.3f, fmt, want);
+            const float ref = feather_fp8_to_f32(b, fmt) * 0.3f;
+            CHECK(memcmp(want, &ref, 4) == 0);
+        }
+    }
+}
+
 TEST(fp8_count_nonfinite) {
     static uint16_t h[65537];
     for (int i = 0; i < 65536; i++) h[i + 1] = (uint16_t)i;
