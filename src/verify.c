@@ -314,6 +314,8 @@ typedef struct vstate {
     feather_reader *act;
     feather_error *err;
     vrows_kernels kern;
+    float *deq;   /* an fp8 reference weight dequantised, kept for the next one: its pages are */
+    size_t deq_cap; /* faulted in once, not for every weight */
 } vstate;
 
 /* Measuring one converted weight against its original: weight_begin, the tensor's job (its row
@@ -421,12 +423,37 @@ static char *xstrdup_scale_name(const char *w) {
     return s;
 }
 
+/* Rows of an fp8 or FP4 reference weight, dequantised on the context's threads. */
+typedef struct deq_rows_job {
+    feather_simd simd;
+    const uint8_t *q;
+    int packed;
+    feather_fp8 fmt;
+    const feather_scale_layout *L;
+    unsigned fp4;
+    const float *sc;
+    float g;
+    uint64_t n, k;
+    float *out;
+} deq_rows_job;
+
+static void deq_rows_fn(void *arg, size_t r0, size_t r1, int worker) {
+    (void)worker;
+    const deq_rows_job *j = arg;
+    if (j->fp4)
+        feather_dequantize_fp4(j->q + r0 * j->k / 2, !j->L->swizzled, j->fp4, j->sc + r0 * j->k / j->fp4, j->g, r1 - r0,
+                               j->k, j->out + r0 * j->k);
+    else
+        feather_dequantize_rows(j->simd, j->q, j->packed, j->fmt, j->L->mode, j->L->group, j->sc, j->n, j->k, r0, r1,
+                                j->out + r0 * j->k);
+}
+
 /* An fp8 reference weight of [N, K] (plain, or packed as a feather file stores it), or an FP4
- * one (f4 as feather_fp4_of found it; its group 0 for fp8), dequantised with its own scales:
- * what a file converted from such a checkpoint is measured against. NULL with why filled when it
- * cannot be (its shape or scales fit nothing), or out of memory. */
-static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const feather_fp4 *f4, const void *rd,
-                            uint64_t n, uint64_t k, char *why, size_t wl) {
+ * one (f4 as feather_fp4_of found it; its group 0 for fp8), dequantised with its own scales into
+ * v->deq: what a file converted from such a checkpoint is measured against. NULL with why filled
+ * when it cannot be (its shape or scales fit nothing), or out of memory. */
+static float *fp8_reference(vstate *v, feather_reader *ref, const feather_tensor *rt, const feather_fp4 *f4,
+                            const void *rd, uint64_t n, uint64_t k, char *why, size_t wl) {
     const unsigned fp4 = f4->group;
     const int packed = !fp4 && shape_is(rt, 3, k / 16, n, 16) && k % 16 == 0;
     if (!packed && !shape_is(rt, 2, n, fp4 ? k / 2 : k, 0)) {
@@ -449,7 +476,12 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
     }
     const uint64_t ns = s ? s->nelem : 1;
     float g = 1;
-    float *sc = malloc(L.count * sizeof(float)), *out = malloc(n * k * sizeof(float));
+    float *sc = malloc(L.count * sizeof(float));
+    if (v->deq_cap < n * k) {
+        free(v->deq);
+        v->deq_cap = (v->deq = malloc(n * k * sizeof(float))) ? n * k : 0;
+    }
+    float *out = v->deq;
     const uint64_t bad = sc ? feather_scales_load(s, sd, &L, k, sc) : 0;
     if (!sc || !out) {
         snprintf(why, wl, "out of memory");
@@ -459,12 +491,12 @@ static float *fp8_reference(feather_reader *ref, const feather_tensor *rt, const
     } else if (fp4 && feather_fp4_tensor_scale(rt, s2, d2, sc, L.count, &g)) {
         snprintf(why, wl, "the reference's tensor scale (%s) is %g: it dequantises no weight", s2->name, g);
     } else {
-        if (fp4) feather_dequantize_fp4(rd, !L.swizzled, fp4, sc, g, n, k, out);
-        else feather_dequantize(rd, packed, feather_fp8_of(rt->dtype), L.mode, L.group, sc, n, k, out);
+        deq_rows_job j = {.simd = feather_ctx_simd(v->ctx), .q = rd, .packed = packed, .fmt = feather_fp8_of(rt->dtype),
+                          .L = &L, .fp4 = fp4, .sc = sc, .g = g, .n = n, .k = k, .out = out};
+        feather_parallel_for(v->ctx, n, 16, deq_rows_fn, &j);
         free(sc);
         return out;
     }
-    free(out);
     free(sc);
     return NULL;
 }
@@ -635,7 +667,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         }
         const feather_tensor *rt = NULL;
         const void *rd = NULL;
-        float *rdeq = NULL;     /* an fp8 reference, dequantised */
+        float *rdeq = NULL;     /* an fp8 reference, dequantised (v.deq) */
         uint16_t *rbf16 = NULL; /* and rounded to BF16 */
         int measure = 0;
         if (ref) {
@@ -663,7 +695,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                 if (!conv && rfp8 && t->dtype == FEATHER_BF16 && t->ndim == 2) {
                     /* an fp8 weight the conversion dequantised: bf16(code x scale), to the bit */
                     char why[200];
-                    if (!(rdeq = fp8_reference(ref, rt, &rf4, rd, t->shape[0], t->shape[1], why, sizeof why)) ||
+                    if (!(rdeq = fp8_reference(&v, ref, rt, &rf4, rd, t->shape[0], t->shape[1], why, sizeof why)) ||
                         !(rbf16 = malloc(t->nbytes))) {
                         note(p_ref, sizeof p_ref, "%s", rdeq ? "out of memory" : why);
                     } else {
@@ -680,7 +712,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                     }
                 } else if (rfp8) {
                     char why[200];
-                    if (!(rdeq = fp8_reference(ref, rt, &rf4, rd, n, k, why, sizeof why))) note(p_ref, sizeof p_ref, "%s", why);
+                    if (!(rdeq = fp8_reference(&v, ref, rt, &rf4, rd, n, k, why, sizeof why))) note(p_ref, sizeof p_ref, "%s", why);
                     else measure = layout_ok && scales_ok;
                 } else if (rt->ndim != 2 || rt->shape[0] != n || rt->shape[1] != k) {
                     note(p_ref, sizeof p_ref, "the reference tensor's shape is not the recorded [%llu, %llu]",
@@ -718,7 +750,6 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         }
         weight_run_free(&w);
         free(scales);
-        free(rdeq);
         free(rbf16);
         if (rt) feather_tensor_release(ref, rt);
         feather_tensor_release(r, t);
@@ -783,6 +814,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         st = feather_fail(err, FEATHER_E_MISMATCH, "%s: %zu tensor(s) with problems, %zu under the thresholds", path,
                           rep->problems, rep->threshold_failures);
 out:
+    free(v.deq);
     for (unsigned s = 0; li && s < feather_shard_count(r); s++) cJSON_Delete(li[s].tensors);
     free(li);
     free(ref_hashes);
