@@ -481,12 +481,8 @@ static void strip_fn(void *arg, size_t b, size_t end, int worker) {
     for (size_t s = b; s < end; s++) {
         const uint64_t r0 = s * j->rows, r1 = r0 + j->rows < n ? r0 + j->rows : n, len = (r1 - r0) * k;
         float *out = c->wide + (j->what == TO_F32 ? r0 : (uint64_t)worker * j->rows) * k;
-        if (e->fp4)
-            feather_dequantize_fp4(j->q + r0 * k / 2, !j->L->swizzled, e->fp4, c->in_scales + r0 * k / e->fp4, j->g,
-                                   r1 - r0, k, out);
-        else
-            feather_dequantize_rows(feather_ctx_simd(c->ctx), j->q, e->tensor->ndim == 3, feather_fp8_of(e->tensor->dtype),
-                                    j->L->mode, j->L->group, c->in_scales, n, k, r0, r1, out);
+        feather_dequantize_weight(feather_ctx_simd(c->ctx), j->q, e->tensor->dtype, e->tensor->ndim == 3, j->L, e->fp4,
+                                  c->in_scales, j->g, n, k, r0, r1, out);
         if (j->what == TO_BF16) {
             for (uint64_t i = 0; i < len; i++) j->bf16[r0 * k + i] = feather_f32_to_bf16(out[i]);
             continue;

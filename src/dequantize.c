@@ -271,3 +271,12 @@ void feather_dequantize(const uint8_t *q, int packed, feather_fp8 fmt, feather_s
                         const float *scales, uint64_t n, uint64_t k, float *out) {
     feather_dequantize_rows(feather_simd_detect(), q, packed, fmt, mode, group, scales, n, k, 0, n, out);
 }
+
+void feather_dequantize_weight(feather_simd simd, const uint8_t *q, feather_dtype dtype, int packed,
+                               const feather_scale_layout *L, unsigned fp4, const float *scales, float g, uint64_t n,
+                               uint64_t k, uint64_t r0, uint64_t r1, float *out) {
+    if (fp4)
+        feather_dequantize_fp4(q + r0 * k / 2, !L->swizzled, fp4, scales + r0 * k / fp4, g, r1 - r0, k, out);
+    else
+        feather_dequantize_rows(simd, q, packed, feather_fp8_of(dtype), L->mode, L->group, scales, n, k, r0, r1, out);
+}

@@ -120,6 +120,14 @@ void feather_dequantize_rows(feather_simd simd, const uint8_t *q, int packed, fe
 void feather_dequantize_fp4(const uint8_t *q, int low_first, unsigned group, const float *scales, float tensor_scale,
                             uint64_t n, uint64_t k, float *out);
 
+/* Rows [r0, r1) of a quantised checkpoint's weight [N, K] into out (row r0 first): fp8 codes
+ * (dtype, packed (K/16, N, 16) or plain) with scales of layout L, or FP4 ones (fp4 values a
+ * block scale, tensor scale g) as feather_fp4_of finds them; scales as feather_scales_load reads
+ * them (with feather_fp4_tensor_scale applied). */
+void feather_dequantize_weight(feather_simd simd, const uint8_t *q, feather_dtype dtype, int packed,
+                               const feather_scale_layout *L, unsigned fp4, const float *scales, float g, uint64_t n,
+                               uint64_t k, uint64_t r0, uint64_t r1, float *out);
+
 /* Shard's _quantization_metadata (ComfyUI's per-layer header) parsed, NULL where it has none or
  * it is not JSON; parsed for every shard on the first call and kept until feather_close. The
  * first call is not thread-safe. */

@@ -427,8 +427,8 @@ static char *xstrdup_scale_name(const char *w) {
 typedef struct deq_rows_job {
     feather_simd simd;
     const uint8_t *q;
+    feather_dtype dtype;
     int packed;
-    feather_fp8 fmt;
     const feather_scale_layout *L;
     unsigned fp4;
     const float *sc;
@@ -440,12 +440,8 @@ typedef struct deq_rows_job {
 static void deq_rows_fn(void *arg, size_t r0, size_t r1, int worker) {
     (void)worker;
     const deq_rows_job *j = arg;
-    if (j->fp4)
-        feather_dequantize_fp4(j->q + r0 * j->k / 2, !j->L->swizzled, j->fp4, j->sc + r0 * j->k / j->fp4, j->g, r1 - r0,
-                               j->k, j->out + r0 * j->k);
-    else
-        feather_dequantize_rows(j->simd, j->q, j->packed, j->fmt, j->L->mode, j->L->group, j->sc, j->n, j->k, r0, r1,
-                                j->out + r0 * j->k);
+    feather_dequantize_weight(j->simd, j->q, j->dtype, j->packed, j->L, j->fp4, j->sc, j->g, j->n, j->k, r0, r1,
+                              j->out + r0 * j->k);
 }
 
 /* An fp8 reference weight of [N, K] (plain, or packed as a feather file stores it), or an FP4
@@ -491,8 +487,8 @@ static float *fp8_reference(vstate *v, feather_reader *ref, const feather_tensor
     } else if (fp4 && feather_fp4_tensor_scale(rt, s2, d2, sc, L.count, &g)) {
         snprintf(why, wl, "the reference's tensor scale (%s) is %g: it dequantises no weight", s2->name, g);
     } else {
-        deq_rows_job j = {.simd = feather_ctx_simd(v->ctx), .q = rd, .packed = packed, .fmt = feather_fp8_of(rt->dtype),
-                          .L = &L, .fp4 = fp4, .sc = sc, .g = g, .n = n, .k = k, .out = out};
+        deq_rows_job j = {.simd = feather_ctx_simd(v->ctx), .q = rd, .dtype = rt->dtype, .packed = packed, .L = &L,
+                          .fp4 = fp4, .sc = sc, .g = g, .n = n, .k = k, .out = out};
         feather_parallel_for(v->ctx, n, 16, deq_rows_fn, &j);
         free(sc);
         return out;
