@@ -481,6 +481,12 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
             feather_quant_options q = o->quant;
             nscales = feather_scale_count(&q, n, k);
         }
+        /* requantised into blocks that do not divide its rows: it cannot be, as a 16-bit weight
+         * cannot (above) */
+        if (e->action == FEATHER_REQUANT && o->quant.mode == FEATHER_SCALE_BLOCK && k % o->quant.group) {
+            keep(e, deq, "K=%llu is not a multiple of the block size %u", (unsigned long long)k, o->quant.group);
+            return 0;
+        }
     } else {
         set(e, FEATHER_CONVERT, "%slinear weight %s %s", included ? "--include: " : "", dt, shp);
         nscales = feather_scale_count(&o->quant, n, k);

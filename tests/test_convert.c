@@ -414,6 +414,35 @@ TEST(convert_e4m3_input_is_requantised_with_warning) {
     feather_ctx_free(ctx);
 }
 
+/* An fp8 weight requantised into blocks that do not divide its rows (block:128 at K = 64) is
+ * kept as a 16-bit one would be, dequantised to BF16 in the packed layout; the plan said it
+ * would be requantised, and the conversion then failed. */
+TEST(convert_fp8_input_blocks_that_do_not_divide_k) {
+    const char *c4 = test_path("c4.safetensors"), *out = test_path("o.safetensors");
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_error err = {0};
+    REQUIRE(e4m3_input(ctx, c4, &err) == FEATHER_OK);
+    feather_convert_options o;
+    feather_convert_result res;
+    feather_convert_defaults(&o);
+    o.quant.mode = FEATHER_SCALE_BLOCK;
+    o.quant.group = 128;
+    o.overwrite = 1;
+    feather_status st = feather_convert(ctx, c4, out, &o, &res, &err);
+    if (st) test_fail(__FILE__, __LINE__, "%s", err.message);
+    REQUIRE(st == FEATHER_OK);
+    CHECK_EQ_U(res.tensors_converted, 1);
+    feather_reader *r;
+    REQUIRE(feather_open(&r, out, 0, &err) == FEATHER_OK);
+    const feather_tensor *a = feather_find(r, "blocks.0.attn.qkv.weight"), *b = feather_find(r, "blocks.0.mlp.fc2.weight");
+    CHECK(a && a->dtype == FEATHER_BF16 && a->ndim == 2);
+    CHECK(b && b->dtype == FEATHER_F8_E5M2 && b->ndim == 3);
+    feather_close(r);
+    REQUIRE(test_run("'%s' --plan --scale block:128 '%s'", bin("feather-convert"), c4) == 0);
+    CHECK_STR_CONTAINS(test_cmd_output(), "K=64 is not a multiple of the block size 128");
+    feather_ctx_free(ctx);
+}
+
 /* Converts in to out with o, which overwrites and keeps the layers ex[0] matches; a failure
  * fails the test with the library's message. */
 static feather_status convert_excluding(feather_ctx *ctx, const char *in, const char *out, feather_convert_options *o,

@@ -1,7 +1,9 @@
 /*
  * libFuzzer target for whole conversions and their check. Every input is written to a file and
  * converted on the CPU, one thread, three ways (packed e5m2 with channel scales, packed with
- * block:16, ComfyUI's plain layout in e4m3fn with one scale per tensor), then:
+ * block:16, ComfyUI's plain layout in e4m3fn with one scale per tensor) and a fourth that the
+ * input's hash picks among the other scale modes and layouts, with or without
+ * --allow-nonfinite, then:
  *   - a conversion that fails must leave nothing under the output's name, and the input as it
  *     was;
  *   - one that succeeds must give a file that feather_verify passes with the input as its
@@ -110,16 +112,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         {FEATHER_LAYOUT_PACKED, FEATHER_FP8_E5M2, FEATHER_SCALE_CHANNEL, 0},
         {FEATHER_LAYOUT_PACKED, FEATHER_FP8_E5M2, FEATHER_SCALE_BLOCK, 16},
         {FEATHER_LAYOUT_COMFY, FEATHER_FP8_E4M3FN, FEATHER_SCALE_TENSOR, 0},
+        /* the fourth is one of these */
+        {FEATHER_LAYOUT_PACKED, FEATHER_FP8_E5M2, FEATHER_SCALE_TENSOR, 0},
+        {FEATHER_LAYOUT_PACKED, FEATHER_FP8_E5M2, FEATHER_SCALE_ABSMAX, 0},
+        {FEATHER_LAYOUT_PACKED, FEATHER_FP8_E5M2, FEATHER_SCALE_NONE, 0},
+        {FEATHER_LAYOUT_PACKED, FEATHER_FP8_E5M2, FEATHER_SCALE_BLOCK, 32},
+        {FEATHER_LAYOUT_PACKED, FEATHER_FP8_E5M2, FEATHER_SCALE_BLOCK, 128},
+        {FEATHER_LAYOUT_COMFY, FEATHER_FP8_E5M2, FEATHER_SCALE_TENSOR, 0},
+        {FEATHER_LAYOUT_COMFY, FEATHER_FP8_E4M3FN, FEATHER_SCALE_NONE, 0},
+        {FEATHER_LAYOUT_COMFY, FEATHER_FP8_E5M2, FEATHER_SCALE_ABSMAX, 0},
     };
+    const uint64_t pick = feather_hash(data, size);
+    const size_t extra = 3 + (size_t)(pick % (sizeof ways / sizeof ways[0] - 3));
     write_all(in_path, data, size);
     verify_must(in_path, -1, NULL);
-    for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
+    for (size_t i = 0; i < 4; i++) {
+        const size_t w = i < 3 ? i : extra;
         feather_convert_options o;
         feather_convert_defaults(&o);
         o.layout = ways[w].layout;
         o.quant.format = ways[w].format;
         o.quant.mode = ways[w].mode;
         o.quant.group = ways[w].group;
+        o.quant.allow_nonfinite = i == 3 && (pick >> 32) % 2;
         o.device = FEATHER_DEVICE_CPU;
         o.overwrite = 1;
         feather_convert_result res;
