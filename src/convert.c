@@ -107,7 +107,7 @@ typedef struct conv {
     size_t s_caps[2];
     uint8_t *q;       /* the slot being produced */
     float *scales;
-    float *wide; /* f32 staging for requantised quantised inputs (a row per worker for dequantised ones) */
+    float *wide; /* quantised inputs dequantised to f32: a strip of rows per thread, or a whole weight */
     size_t w_cap;
     float *in_scales; /* a requantised or dequantised input's scales */
     size_t in_cap;
@@ -379,8 +379,8 @@ static void note_snr(conv *c, const feather_tensor *t, const feather_quant_stats
     }
 }
 
-/* An fp8 input's scales (one, where it has no scale tensor) into c->scales, and their layout
- * into *L; the plan checked that they fit the weight. */
+/* An fp8 or FP4 input's scales (one, where it has no scale tensor) into *buf, grown as needed,
+ * and their layout into *L; the plan checked that they fit the weight. */
 static feather_status read_scales(conv *c, const feather_plan_entry *e, float **buf, size_t *cap,
                                   feather_scale_layout *L) {
     feather_error *err = c->err;
@@ -499,8 +499,8 @@ static void strip_fn(void *arg, size_t b, size_t end, int worker) {
         if (!st)
             st = feather_quantize_band(c->solo[worker], j->qo, FEATHER_F32, out, r1 - r0, k, n, sc, j->packed,
                                        j->packed ? c->q + 16 * r0 : c->q + r0 * k, j->parts ? &j->parts[s] : NULL, err);
-        int none = 0;
-        if (st && atomic_compare_exchange_strong(&j->status, &none, (int)st)) j->failed_worker = worker;
+        int ok = FEATHER_OK;
+        if (st && atomic_compare_exchange_strong(&j->status, &ok, (int)st)) j->failed_worker = worker;
     }
 }
 
