@@ -451,9 +451,11 @@ static uint64_t strip_rows(uint64_t k) {
 
 /* A quantised input weight, a strip of rows per task: each strip dequantised with the input's
  * scales and then rounded into bf16 (TO_BF16), kept in c->wide (TO_F32: the whole weight, for
- * whole-tensor scales and the GPU), or requantised there by the thread that dequantised it
- * (REQUANT: scales of its rows, searched and cast with that thread's one-thread context). */
-enum strip_work { TO_BF16, TO_F32, REQUANT };
+ * the GPU), or requantised there by the thread that dequantised it (REQUANT: scales of its rows
+ * searched, or the weight's one scale taken, and cast with that thread's one-thread context).
+ * One scale for the weight takes two passes before: its largest magnitude (AMAX), then the
+ * candidates' errors of each row (TOTALS). */
+enum strip_work { TO_BF16, TO_F32, REQUANT, AMAX, TOTALS };
 
 typedef struct strip_job {
     conv *c;
@@ -465,8 +467,12 @@ typedef struct strip_job {
     enum strip_work what;
     uint16_t *bf16;
     const feather_quant_options *qo;
-    int packed, search;
+    int packed, search, counts;    /* counts: this pass counts the NaN/Inf values (the first) */
     uint64_t per_row;              /* output scales a row (0: one for the weight) */
+    float *amax;                   /* AMAX: a strip's */
+    const float *cs, *ci;          /* TOTALS: nr candidates */
+    unsigned nr;
+    float *rowtot;                 /* TOTALS: nr a row */
     feather_quant_stats *parts;    /* a strip's, summed in strip order; or NULL */
     _Atomic uint64_t nonfinite;    /* f32 values NaN or Inf once dequantised */
     atomic_int status;             /* the first failure's */
@@ -487,25 +493,32 @@ static void strip_fn(void *arg, size_t b, size_t end, int worker) {
             for (uint64_t i = 0; i < len; i++) j->bf16[r0 * k + i] = feather_f32_to_bf16(out[i]);
             continue;
         }
-        const uint64_t bad = feather_count_nonfinite(FEATHER_F32, out, (size_t)len);
+        const uint64_t bad = j->counts ? feather_count_nonfinite(FEATHER_F32, out, (size_t)len) : 0;
         if (bad) atomic_fetch_add(&j->nonfinite, bad);
         /* once a value is refused, the rest are only counted */
         if (j->what == TO_F32 || atomic_load(&j->status) || (atomic_load(&j->nonfinite) && !j->qo->allow_nonfinite))
             continue;
         feather_error *err = &c->solo_errs[worker];
+        feather_ctx *solo = c->solo[worker];
         float *sc = c->scales + r0 * j->per_row;
-        feather_status st = j->search ? feather_scale_search(c->solo[worker], j->qo, FEATHER_F32, out, r1 - r0, k, sc, err)
-                                      : FEATHER_OK;
-        if (!st)
-            st = feather_quantize_band(c->solo[worker], j->qo, FEATHER_F32, out, r1 - r0, k, n, sc, j->packed,
+        feather_status st = FEATHER_OK;
+        if (j->what == AMAX)
+            st = feather_scale_tensor_part(solo, j->qo, out, r1 - r0, k, NULL, NULL, 0, &j->amax[s], NULL, err);
+        else if (j->what == TOTALS)
+            st = feather_scale_tensor_part(solo, j->qo, out, r1 - r0, k, j->cs, j->ci, j->nr, NULL,
+                                           j->rowtot + r0 * j->nr, err);
+        else if (j->search)
+            st = feather_scale_search(solo, j->qo, FEATHER_F32, out, r1 - r0, k, sc, err);
+        if (!st && j->what == REQUANT)
+            st = feather_quantize_band(solo, j->qo, FEATHER_F32, out, r1 - r0, k, n, sc, j->packed,
                                        j->packed ? c->q + 16 * r0 : c->q + r0 * k, j->parts ? &j->parts[s] : NULL, err);
         int ok = FEATHER_OK;
         if (st && atomic_compare_exchange_strong(&j->status, &ok, (int)st)) j->failed_worker = worker;
     }
 }
 
+/* One pass over the strips; j->nonfinite goes on adding up from pass to pass. */
 static feather_status run_strips(conv *c, strip_job *j) {
-    atomic_init(&j->nonfinite, 0);
     atomic_init(&j->status, 0);
     feather_parallel_for(c->ctx, (size_t)((j->e->n + j->rows - 1) / j->rows), 1, strip_fn, j);
     const feather_status st = (feather_status)atomic_load(&j->status);
@@ -536,24 +549,58 @@ static feather_status produce_bf16(conv *c, const feather_plan_entry *e, const v
     feather_status st = take_buffer(c, slot, 2 * e->n * e->k);
     if (st || (st = dequant_setup(c, e, (uint64_t)feather_ctx_threads(c->ctx) * rows, &L, &j.g))) return st;
     j.bf16 = (uint16_t *)c->q;
+    atomic_init(&j.nonfinite, 0);
     return run_strips(c, &j);
 }
 
+/* The one scale of a requantised weight (tensor or absmax) into c->scales[0], from its strips:
+ * their largest magnitude, then each row's errors of the candidates. The NaN/Inf values are
+ * counted in the first pass; where they are refused the scale is left unsearched. */
+static feather_status one_scale(conv *c, strip_job *j, size_t strips) {
+    feather_status st = FEATHER_OK;
+    const uint64_t n = j->e->n;
+    float cs[FEATHER_GRID_MAX], ci[FEATHER_GRID_MAX];
+    if (!(j->amax = calloc(strips, sizeof *j->amax))) return feather_fail(c->err, FEATHER_E_NOMEM, "out of memory");
+    j->what = AMAX;
+    st = run_strips(c, j);
+    float amax = 0;
+    for (size_t s = 0; s < strips; s++) amax = j->amax[s] > amax ? j->amax[s] : amax;
+    free(j->amax);
+    j->amax = NULL;
+    j->counts = 0;
+    if (st || (atomic_load(&j->nonfinite) && !j->qo->allow_nonfinite)) return st;
+    j->nr = feather_scale_tensor_cands(feather_ctx_simd(c->ctx), j->qo, amax, cs, ci, &c->scales[0]);
+    if (j->nr) {
+        if (!(j->rowtot = malloc(n * j->nr * sizeof *j->rowtot)))
+            return feather_fail(c->err, FEATHER_E_NOMEM, "out of memory");
+        j->cs = cs;
+        j->ci = ci;
+        j->what = TOTALS;
+        if (!(st = run_strips(c, j))) c->scales[0] = feather_scale_tensor_pick(cs, j->rowtot, n, j->nr);
+        free(j->rowtot);
+        j->rowtot = NULL;
+        j->cs = j->ci = NULL;
+    }
+    j->what = REQUANT;
+    return st;
+}
+
 /* REQUANT: an fp8 or FP4 weight dequantised with its scales, then quantised like an f32 one.
- * Where each row's scales are its own (channel, block and no scales, and FP4 blocks kept), the
- * CPU takes a strip of rows at a time, each on one thread from its dequantisation to its codes,
- * with the same codes and scales as the whole weight; whole-tensor scales, and the GPU, take the
- * whole weight in f32. */
+ * The CPU takes a strip of rows at a time, each on one thread from its dequantisation to its
+ * codes (one scale for the weight is found first, in two passes over the strips, each
+ * dequantising them again), with the same codes and scales as the whole weight; the GPU takes the
+ * whole weight in f32 (as do FP4 blocks kept, which need no search). */
 static feather_status requantize(conv *c, const feather_plan_entry *e, const void *data, int slot,
                                  feather_quant_options *qo, int packed, feather_quant_stats *stats) {
     feather_error *err = c->err;
     const uint64_t n = e->n, k = e->k, count = feather_scale_count(qo, n, k);
     const int keeps = feather_fp4_keeps_blocks(qo, e->fp4), none = qo->mode == FEATHER_SCALE_NONE;
-    const int by_rows = keeps || (c->dev != FEATHER_DEVICE_GPU && (qo->mode == FEATHER_SCALE_CHANNEL ||
-                                                                  qo->mode == FEATHER_SCALE_BLOCK || none));
+    const int by_rows = keeps || c->dev != FEATHER_DEVICE_GPU;
+    const int one = qo->mode == FEATHER_SCALE_TENSOR || qo->mode == FEATHER_SCALE_ABSMAX;
     feather_scale_layout L;
     strip_job j = {.c = c, .e = e, .q = data, .L = &L, .rows = strip_rows(k), .what = by_rows ? REQUANT : TO_F32,
-                   .qo = qo, .packed = packed, .search = !keeps && !none, .per_row = none ? 0 : count / n};
+                   .qo = qo, .packed = packed, .search = !keeps && !none && !one, .counts = 1,
+                   .per_row = none || one ? 0 : count / n};
     feather_status st =
         dequant_setup(c, e, by_rows ? (uint64_t)feather_ctx_threads(c->ctx) * j.rows : n, &L, &j.g);
     if (st || (st = grow((void **)&c->scales, &c->s_caps[slot], count * sizeof(float), err))) return st;
@@ -571,7 +618,9 @@ static feather_status requantize(conv *c, const feather_plan_entry *e, const voi
     const size_t strips = (size_t)((n + j.rows - 1) / j.rows);
     if (by_rows && ((st = solo_contexts(c)) || (stats && !(j.parts = calloc(strips, sizeof *j.parts)))))
         return st ? st : feather_fail(err, FEATHER_E_NOMEM, "out of memory for statistics");
-    st = run_strips(c, &j);
+    atomic_init(&j.nonfinite, 0);
+    if (by_rows && one) st = one_scale(c, &j, strips);
+    if (!st && !(atomic_load(&j.nonfinite) && !qo->allow_nonfinite)) st = run_strips(c, &j);
     const uint64_t nonfinite = atomic_load(&j.nonfinite);
     if (!st && nonfinite && !qo->allow_nonfinite)
         st = feather_fail(err, FEATHER_E_INVALID,

@@ -106,6 +106,20 @@ feather_status feather_quantize_band(feather_ctx *ctx, const feather_quant_optio
                                      const void *w, uint64_t n, uint64_t k, uint64_t ldn, const float *scales,
                                      int packed, uint8_t *q, feather_quant_stats *stats, feather_error *err);
 
+/* The tensor (or absmax) scale of an f32 weight whose rows come in parts, as feather_scale_search
+ * finds it for the whole weight: feather_scale_tensor_part with cs NULL over every part gives
+ * each part's largest magnitude (*amax; their maximum is the weight's); feather_scale_tensor_cands
+ * of that maximum either settles the scale (returns 0, *scale set) or returns the number of
+ * candidates nr in cs and ci; feather_scale_tensor_part with them over every part writes nr
+ * totals a row into rowtot; feather_scale_tensor_pick of all the rows' totals, in row order,
+ * returns the scale. NaN/Inf weights fail a part unless the options allow them. */
+feather_status feather_scale_tensor_part(feather_ctx *ctx, const feather_quant_options *o, const float *w,
+                                         uint64_t n, uint64_t k, const float *cs, const float *ci, unsigned nr,
+                                         float *amax, float *rowtot, feather_error *err);
+unsigned feather_scale_tensor_cands(feather_simd simd, const feather_quant_options *o, float amax, float *cs,
+                                    float *ci, float *scale);
+float feather_scale_tensor_pick(const float *cs, const float *rowtot, uint64_t n, unsigned nr);
+
 /* feather_dequantize (quant.h) of rows [r0, r1) only, into out [r1 - r0, K] (row r0 first),
  * with the decoding kernels of level simd (the same bits at every level): ranges of rows run on
  * threads of their own. */

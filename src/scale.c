@@ -666,47 +666,36 @@ feather_status feather_scale_check_options(const feather_quant_options *o, feath
     return FEATHER_OK;
 }
 
-feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant_options *o,
-                                           feather_dtype dt, const void *w, uint64_t n,
-                                           uint64_t k, const float *r, unsigned nr,
-                                           float *scales, double *obj, feather_error *err) {
+/* One pass of row_worker over the groups of w: 0 searches each group's scale into scales, 1
+ * finds the largest magnitude (*amax), 2 adds each row's errors of the candidates cs/ci into
+ * rowtot. NaN/Inf weights fail the pass unless the options allow them. */
+static feather_status row_pass(feather_ctx *ctx, const feather_quant_options *o, feather_dtype dt, const void *w,
+                               uint64_t n, uint64_t k, const float *r, unsigned nr, int pass, const float *cs,
+                               const float *ci, float *scales, float *rowtot, float *amax, feather_error *err) {
     char pre[320];
-    feather_status st = feather_scale_check_options(o, dt, n, k, err);
-    if (st) return st;
-    if (nr < 1 || nr > FEATHER_GRID_MAX)
-        return feather_fail(err, FEATHER_E_ARG, "grid of %u candidates (1 to %d)", nr,
-                            FEATHER_GRID_MAX);
     name_prefix(o, pre, sizeof pre);
-    feather_quant_options oo = *o;
-    if (oo.mode == FEATHER_SCALE_NONE || n == 0 || k == 0) {
-        uint64_t c = feather_scale_count(o, n, k);
-        for (uint64_t i = 0; i < c; i++) scales[i] = 1.0f;
-        if (obj)
-            for (unsigned q = 0; q < nr; q++) obj[q] = 0;
-        return FEATHER_OK;
-    }
-    if (oo.mode == FEATHER_SCALE_ABSMAX) nr = 1;
-    scale_kernels kn = feather_scale_kernels(feather_ctx_simd(ctx));
-    if (oo.mode == FEATHER_SCALE_TENSOR && dt != FEATHER_F32)
-        return search_tensor_hist(ctx, o, dt, w, n, k, r, nr, &kn, scales, obj, err);
-
     int nt = feather_ctx_threads(ctx);
+    feather_status st = FEATHER_OK;
     row_job j;
     memset(&j, 0, sizeof j);
-    j.kn = kn;
+    j.kn = feather_scale_kernels(feather_ctx_simd(ctx));
     j.f = scale_fmt_of(o->format);
     j.dt = dt;
     j.src = w;
     j.k = k;
-    j.glen = oo.mode == FEATHER_SCALE_BLOCK ? oo.group : k;
+    j.glen = o->mode == FEATHER_SCALE_BLOCK ? o->group : k;
     j.r = r;
     j.nr = nr;
     ratio_extremes(r, nr, &j.jhi, &j.jlo);
+    j.pass = pass;
     j.scales = scales;
+    j.cs = cs;
+    j.cinv = ci;
+    j.rowtot = rowtot;
     atomic_init(&j.cancelled, 0);
     size_t padded = (size_t)((j.glen < LONG ? j.glen + 15 : LONG) & ~(uint64_t)15);
     float *imp = NULL;
-    if (o->importance && oo.mode != FEATHER_SCALE_ABSMAX) {
+    if (o->importance && o->mode != FEATHER_SCALE_ABSMAX) {
         size_t kp = (size_t)((k + 15) & ~(uint64_t)15);
         imp = calloc(kp, sizeof *imp);
         if (!imp) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
@@ -718,7 +707,6 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
     j.scratch = aligned_alloc(64, j.stride * (size_t)nt);
     j.wmax = calloc((size_t)nt, sizeof *j.wmax);
     j.wnf = calloc((size_t)nt, sizeof *j.wnf);
-    float *rowtot = NULL;
     if (!j.scratch || !j.wmax || !j.wnf) {
         st = feather_fail(err, FEATHER_E_NOMEM, "out of memory");
         goto out;
@@ -726,67 +714,116 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
     /* work items are groups; grain: about 64k elements */
     size_t ngroups = (size_t)(n * (k / j.glen));
     size_t grain = j.glen >= 65536 ? 1 : (size_t)(65536 / j.glen);
-    /* absmax, and tensor mode of f32 weights, need the maximum first */
-    j.pass = oo.mode == FEATHER_SCALE_CHANNEL || oo.mode == FEATHER_SCALE_BLOCK ? 0 : 1;
     feather_parallel_for(ctx, ngroups, grain, row_worker, &j);
     if (atomic_load(&j.cancelled)) {
         st = feather_fail(err, FEATHER_E_CANCELLED, "%scancelled", pre);
         goto out;
     }
     uint64_t nf = 0;
-    float amax = 0;
+    float mx = 0;
     for (int i = 0; i < nt; i++) {
         nf += j.wnf[i];
-        if (j.wmax[i] > amax) amax = j.wmax[i];
+        if (j.wmax[i] > mx) mx = j.wmax[i];
     }
-    if (nf && !o->allow_nonfinite) {
+    if (amax) *amax = mx;
+    if (nf && !o->allow_nonfinite)
         st = feather_fail(err, FEATHER_E_INVALID,
                           "%s%llu NaN/Inf weight(s) (not allowed unless non-finite values are "
                           "accepted)",
                           pre, (unsigned long long)nf);
-        goto out;
-    }
-    if (j.pass == 0) goto out;
-    float sa = absmax_scale(amax, j.f);
-    if (oo.mode == FEATHER_SCALE_ABSMAX || sa == 0 || nr == 1) {
-        scales[0] = sa == 0 ? 1.0f : sa;
-        if (obj)
-            for (unsigned q = 0; q < nr; q++) obj[q] = 0;
-        goto out;
-    }
-    /* Tensor mode of f32 weights: there are too many distinct values for a histogram, so each
-     * row is evaluated like a channel group (16-lane f32 sums) and the row totals are added
-     * in double in row order. */
-    {
-        float cs[FEATHER_GRID_MAX], ci[FEATHER_GRID_MAX];
-        double ob[FEATHER_GRID_MAX];
-        kn.cands(sa, r, nr, cs, ci);
-        rowtot = malloc(sizeof *rowtot * (size_t)n * nr);
-        if (!rowtot) {
-            st = feather_fail(err, FEATHER_E_NOMEM, "out of memory");
-            goto out;
-        }
-        j.pass = 2;
-        j.cs = cs;
-        j.cinv = ci;
-        j.rowtot = rowtot;
-        feather_parallel_for(ctx, ngroups, grain, row_worker, &j);
-        if (atomic_load(&j.cancelled)) {
-            st = feather_fail(err, FEATHER_E_CANCELLED, "%scancelled", pre);
-            goto out;
-        }
-        for (unsigned q = 0; q < nr; q++) ob[q] = 0;
-        for (uint64_t row = 0; row < n; row++)
-            for (unsigned q = 0; q < nr; q++) ob[q] += (double)rowtot[row * nr + q];
-        scales[0] = cs[feather_scale_argmin_d(ob, nr)];
-        if (obj) memcpy(obj, ob, sizeof(double) * nr);
-    }
 out:
-    free(rowtot);
     free(imp);
     free(j.scratch);
     free(j.wmax);
     free(j.wnf);
+    return st;
+}
+
+/* Tensor mode of f32 weights: there are too many distinct values for a histogram, so each row is
+ * evaluated like a channel group (16-lane f32 sums) and the row totals are added in double in row
+ * order. */
+static unsigned pick_rows(const float *rowtot, uint64_t n, unsigned nr, double *ob) {
+    for (unsigned q = 0; q < nr; q++) ob[q] = 0;
+    for (uint64_t row = 0; row < n; row++)
+        for (unsigned q = 0; q < nr; q++) ob[q] += (double)rowtot[row * nr + q];
+    return feather_scale_argmin_d(ob, nr);
+}
+
+unsigned feather_scale_tensor_cands(feather_simd simd, const feather_quant_options *o, float amax, float *cs,
+                                    float *ci, float *scale) {
+    const scale_kernels kn = feather_scale_kernels(simd);
+    const float sa = absmax_scale(amax, scale_fmt_of(o->format));
+    float r[FEATHER_GRID_MAX];
+    const unsigned nr = feather_grid_size(o->grid);
+    if (o->mode == FEATHER_SCALE_ABSMAX || sa == 0 || nr == 1) {
+        *scale = sa == 0 ? 1.0f : sa;
+        return 0;
+    }
+    feather_grid_ratios(nr, r);
+    kn.cands(sa, r, nr, cs, ci);
+    return nr;
+}
+
+feather_status feather_scale_tensor_part(feather_ctx *ctx, const feather_quant_options *o, const float *w,
+                                         uint64_t n, uint64_t k, const float *cs, const float *ci, unsigned nr,
+                                         float *amax, float *rowtot, feather_error *err) {
+    float r[FEATHER_GRID_MAX];
+    const unsigned ng = feather_grid_size(o->grid);
+    feather_grid_ratios(ng, r);
+    feather_quant_options t = *o;
+    t.mode = FEATHER_SCALE_TENSOR;
+    return row_pass(ctx, &t, FEATHER_F32, w, n, k, r, cs ? nr : ng, cs ? 2 : 1, cs, ci, NULL, rowtot, amax, err);
+}
+
+float feather_scale_tensor_pick(const float *cs, const float *rowtot, uint64_t n, unsigned nr) {
+    double ob[FEATHER_GRID_MAX];
+    return cs[pick_rows(rowtot, n, nr, ob)];
+}
+
+feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant_options *o,
+                                           feather_dtype dt, const void *w, uint64_t n,
+                                           uint64_t k, const float *r, unsigned nr,
+                                           float *scales, double *obj, feather_error *err) {
+    feather_status st = feather_scale_check_options(o, dt, n, k, err);
+    if (st) return st;
+    if (nr < 1 || nr > FEATHER_GRID_MAX)
+        return feather_fail(err, FEATHER_E_ARG, "grid of %u candidates (1 to %d)", nr,
+                            FEATHER_GRID_MAX);
+    if (o->mode == FEATHER_SCALE_NONE || n == 0 || k == 0) {
+        uint64_t c = feather_scale_count(o, n, k);
+        for (uint64_t i = 0; i < c; i++) scales[i] = 1.0f;
+        if (obj)
+            for (unsigned q = 0; q < nr; q++) obj[q] = 0;
+        return FEATHER_OK;
+    }
+    if (o->mode == FEATHER_SCALE_ABSMAX) nr = 1;
+    scale_kernels kn = feather_scale_kernels(feather_ctx_simd(ctx));
+    if (o->mode == FEATHER_SCALE_TENSOR && dt != FEATHER_F32)
+        return search_tensor_hist(ctx, o, dt, w, n, k, r, nr, &kn, scales, obj, err);
+    /* channel and block scales in one pass; absmax, and tensor mode of f32 weights, need the
+     * maximum first */
+    if (o->mode == FEATHER_SCALE_CHANNEL || o->mode == FEATHER_SCALE_BLOCK)
+        return row_pass(ctx, o, dt, w, n, k, r, nr, 0, NULL, NULL, scales, NULL, NULL, err);
+    float amax = 0;
+    if ((st = row_pass(ctx, o, dt, w, n, k, r, nr, 1, NULL, NULL, NULL, NULL, &amax, err))) return st;
+    float sa = absmax_scale(amax, scale_fmt_of(o->format));
+    if (o->mode == FEATHER_SCALE_ABSMAX || sa == 0 || nr == 1) {
+        scales[0] = sa == 0 ? 1.0f : sa;
+        if (obj)
+            for (unsigned q = 0; q < nr; q++) obj[q] = 0;
+        return FEATHER_OK;
+    }
+    float cs[FEATHER_GRID_MAX], ci[FEATHER_GRID_MAX];
+    double ob[FEATHER_GRID_MAX];
+    kn.cands(sa, r, nr, cs, ci);
+    float *rowtot = malloc(sizeof *rowtot * (size_t)n * nr);
+    if (!rowtot) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
+    st = row_pass(ctx, o, dt, w, n, k, r, nr, 2, cs, ci, NULL, rowtot, NULL, err);
+    if (!st) {
+        scales[0] = cs[pick_rows(rowtot, n, nr, ob)];
+        if (obj) memcpy(obj, ob, sizeof(double) * nr);
+    }
+    free(rowtot);
     return st;
 }
 

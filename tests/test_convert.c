@@ -679,13 +679,13 @@ TEST(convert_fp8_scales_of_128x128_blocks) {
     CHECK_STR_CONTAINS(test_cmd_output(), "4 measured");
 }
 
-/* A requantised weight of many strips (the CPU requantises per-row scales 16 rows of K = 8192
- * at a time, each strip on one thread: here 32 strips and one of 8 rows) gets the codes and
- * scales of the whole weight dequantised and quantised at once (feather_quantize), in the packed
- * layout with channel and block:32 scales (the latter without statistics, as -q converts, so
- * with streaming stores) and in the plain one with none. Values that are NaN once dequantised,
- * in two strips, are counted over the whole weight and refused in one line, with no output
- * left. */
+/* A requantised weight of many strips (the CPU requantises 16 rows of K = 8192 at a time, each
+ * strip on one thread: here 32 strips and one of 8 rows) gets the codes and scales of the whole
+ * weight dequantised and quantised at once (feather_quantize), in the packed layout with
+ * channel, block:32 (without statistics, as -q converts, so with streaming stores) and tensor
+ * scales, and in the plain one with none, tensor and absmax (one scale for the weight, found
+ * from the strips in two passes). Values that are NaN once dequantised, in two strips, are
+ * counted over the whole weight and refused in one line, with no output left. */
 TEST(convert_requantised_in_strips_as_the_whole_weight) {
     static const char *const names[] = {"model.layers.0.mlp.down_proj.weight"};
     static const uint64_t shape[][3] = {{520, 8192, 128}};
@@ -710,10 +710,10 @@ TEST(convert_requantised_in_strips_as_the_whole_weight) {
         feather_scale_mode mode;
         unsigned group;
         feather_layout layout;
-    } ways[] = {{FEATHER_SCALE_CHANNEL, 0, FEATHER_LAYOUT_PACKED},
-                {FEATHER_SCALE_BLOCK, 32, FEATHER_LAYOUT_PACKED},
-                {FEATHER_SCALE_NONE, 0, FEATHER_LAYOUT_COMFY}};
-    for (int w = 0; w < 3; w++) {
+    } ways[] = {{FEATHER_SCALE_CHANNEL, 0, FEATHER_LAYOUT_PACKED}, {FEATHER_SCALE_BLOCK, 32, FEATHER_LAYOUT_PACKED},
+                {FEATHER_SCALE_NONE, 0, FEATHER_LAYOUT_COMFY},     {FEATHER_SCALE_TENSOR, 0, FEATHER_LAYOUT_PACKED},
+                {FEATHER_SCALE_TENSOR, 0, FEATHER_LAYOUT_COMFY},   {FEATHER_SCALE_ABSMAX, 0, FEATHER_LAYOUT_COMFY}};
+    for (int w = 0; w < 6; w++) {
         feather_convert_options o;
         feather_convert_result res;
         feather_convert_defaults(&o);
@@ -753,10 +753,13 @@ TEST(convert_requantised_in_strips_as_the_whole_weight) {
     REQUIRE(f && fwrite(bytes, 1, len, f) == len && fclose(f) == 0);
     free(bytes);
     unlink(out);
-    REQUIRE(test_run("'%s' -q --device cpu -o '%s' '%s'", bin("feather-convert"), out, in) == 2);
-    CHECK_STR_CONTAINS(test_cmd_output(),
-                       "tensor 'model.layers.0.mlp.down_proj.weight': 2 values are NaN or Inf once dequantised");
-    CHECK(!exists(out));
+    for (int t = 0; t < 2; t++) {
+        REQUIRE(test_run("'%s' -q --device cpu --scale %s -o '%s' '%s'", bin("feather-convert"), t ? "tensor" : "channel",
+                         out, in) == 2);
+        CHECK_STR_CONTAINS(test_cmd_output(),
+                           "tensor 'model.layers.0.mlp.down_proj.weight': 2 values are NaN or Inf once dequantised");
+        CHECK(!exists(out));
+    }
     free(deq);
     free(want_s);
     free(want_q);
