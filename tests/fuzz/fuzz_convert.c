@@ -38,6 +38,12 @@ static void die(const char *what, const char *detail) {
     abort();
 }
 
+static void cleanup(void) {
+    unlink(in_path);
+    unlink(out_path);
+    rmdir(dir);
+}
+
 static void setup(void) {
     const char *t = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/feather-fuzz-XXXXXX", t && *t ? t : "/tmp");
@@ -45,6 +51,7 @@ static void setup(void) {
     snprintf(in_path, sizeof in_path, "%s/in.safetensors", dir);
     snprintf(out_path, sizeof out_path, "%s/out.safetensors", dir);
     if (!(ctx = feather_ctx_new(1))) die("no context", NULL);
+    atexit(cleanup);
 }
 
 static void write_all(const char *path, const void *p, size_t n) {
