@@ -11,6 +11,8 @@
  *     the input must be accounted for;
  *   - the converted file, with some of its bytes changed, is verified again: that must not
  *     crash, and a change inside the tensors' data must be found.
+ * The input compressed with zstd must convert as the plain file does (the same tensor bytes, or
+ * a failure for both), and the input taken as a .zst file as it is must fail cleanly or convert.
  * The input is also verified as if it were a converted file, as a downloaded one may be
  * anything: that must not crash. Seeds: the header corpus, the quantised layouts (corpus/q_*)
  * and small 16- and 32-bit models (corpus/c_*), which convert, and converted files (corpus/f_*).
@@ -22,6 +24,7 @@
 #include "feather/verify.h"
 
 #include <dirent.h>
+#include <zstd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +33,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char dir[4096], in_path[4200], out_path[4200];
+static char dir[4096], in_path[4200], out_path[4200], zin_path[4200], zout_path[4200];
 static feather_ctx *ctx;
 
 static void die(const char *what, const char *detail) {
@@ -41,6 +44,8 @@ static void die(const char *what, const char *detail) {
 static void cleanup(void) {
     unlink(in_path);
     unlink(out_path);
+    unlink(zin_path);
+    unlink(zout_path);
     rmdir(dir);
 }
 
@@ -50,6 +55,8 @@ static void setup(void) {
     if (!mkdtemp(dir)) die("mkdtemp failed", dir);
     snprintf(in_path, sizeof in_path, "%s/in.safetensors", dir);
     snprintf(out_path, sizeof out_path, "%s/out.safetensors", dir);
+    snprintf(zin_path, sizeof zin_path, "%s/in.safetensors.zst", dir);
+    snprintf(zout_path, sizeof zout_path, "%s/zout.safetensors", dir);
     if (!(ctx = feather_ctx_new(1))) die("no context", NULL);
     atexit(cleanup);
 }
@@ -108,6 +115,39 @@ static void verify_must(const char *path, int pass, const char *reference) {
     feather_verify_report_free(rep);
 }
 
+/* The bytes after the header: every tensor's data. */
+static uint8_t *data_section(const char *path, size_t *n) {
+    uint8_t *b = read_all(path, n);
+    uint64_t hlen;
+    memcpy(&hlen, b, 8);
+    if (*n < 8 || hlen > *n - 8) die("a converted file's header runs past its end", path);
+    *n -= 8 + hlen;
+    memmove(b, b + 8 + hlen, *n);
+    return b;
+}
+
+/* Converts bytes given as a .zst input with o; the result (the status, the output's tensor
+ * bytes when it succeeded, or no output when it failed) must be plain's. plain_ok < 0: any. */
+static void through_zstd(const void *z, size_t zn, const feather_convert_options *o, int plain_ok) {
+    write_all(zin_path, z, zn);
+    feather_convert_result res;
+    feather_error err = {0};
+    const feather_status st = feather_convert(ctx, zin_path, zout_path, o, &res, &err);
+    struct stat sb;
+    if (st != FEATHER_OK && stat(zout_path, &sb) == 0) die("output left by a failed .zst conversion", NULL);
+    if (plain_ok >= 0 && (st == FEATHER_OK) != plain_ok)
+        die(".zst input converts otherwise than the plain file", st ? err.message : "it succeeds");
+    if (st == FEATHER_OK && plain_ok > 0) {
+        size_t a, b;
+        uint8_t *x = data_section(out_path, &a), *y = data_section(zout_path, &b);
+        if (a != b || memcmp(x, y, a)) die(".zst input gives other tensor bytes than the plain file", NULL);
+        free(x);
+        free(y);
+    }
+    unlink(zin_path);
+    unlink(zout_path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!ctx) setup();
     static const struct {
@@ -153,6 +193,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (n != size || memcmp(again, data, size)) die("the input was changed", NULL);
         free(again);
         only_input_left(st == FEATHER_OK);
+        if (i == 0) {
+            const size_t cap = ZSTD_compressBound(size);
+            void *z = malloc(cap);
+            const size_t zn = z ? ZSTD_compress(z, cap, data, size, 1) : 0;
+            if (!z || ZSTD_isError(zn)) die("cannot compress the input", NULL);
+            through_zstd(z, zn, &o, st == FEATHER_OK);
+            free(z);
+            through_zstd(data, size, &o, -1);
+            only_input_left(st == FEATHER_OK);
+        }
         if (st != FEATHER_OK) {
             if (!err.message[0] || strchr(err.message, '\n')) die("a failure without one line of message", err.message);
             continue;
