@@ -252,6 +252,9 @@ feather_tile_fn feather_tile_kernel_avx2(feather_dtype dt, feather_fp8 fmt, int 
 }
 
 /* ---- error statistics: 8 elements per step, lanes 0-3 and 4-7 in two registers ---- */
+/* The exact values of 8 codes: e5m2 is the high byte of an fp16; e4m3fn's S.EEEE.MMM placed as
+ * the fp16 S.0EEEE.MMM0000000 is its value / 256, subnormals included (the biases differ by 8
+ * and f16 subnormals scale the same way). Inf and NaN codes decode to no defined value here. */
 AI __m256 decode8(const uint8_t *q, int e4m3) {
     __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)q));
     if (!e4m3) return _mm256_cvtph_ps(_mm_slli_epi16(w, 8));
@@ -315,9 +318,7 @@ feather_stats_fn feather_stats_kernel_avx2(feather_dtype dt) {
     return dt == FEATHER_F16 ? st_f16 : dt == FEATHER_BF16 ? st_bf16 : dt == FEATHER_F32 ? st_f32 : NULL;
 }
 
-/* Decoding (quant_kernels.h). e5m2 is the high byte of an fp16; e4m3fn's S.EEEE.MMM placed as
- * the fp16 S.0EEEE.MMM0000000 is its value / 256, subnormals included (both biases differ by 8
- * and f16 subnormals scale the same way), so F16C converts either exactly and the scale is the
+/* Decoding (quant_kernels.h): decode8's exact values (F16C, see there), then the scale as the
  * one rounding. Codes of Inf or NaN are left to the scalar kernel, group by group. */
 static void decode(const uint8_t *q, size_t n, float s, feather_fp8 fmt, float *dst) {
     const int e4m3 = fmt != FEATHER_FP8_E5M2;
@@ -326,20 +327,10 @@ static void decode(const uint8_t *q, size_t n, float s, feather_fp8 fmt, float *
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m128i c = _mm_loadl_epi64((const __m128i *)(q + i));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(c, special), special)) & 0xff) {
+        if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(c, special), special)) & 0xff)
             feather_fp8_decode_scalar(q + i, 8, s, fmt, dst + i);
-            continue;
-        }
-        __m128i h = _mm_cvtepu8_epi16(c);
-        __m256 v;
-        if (e4m3) {
-            h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7f)), 7),
-                             _mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x80)), 8));
-            v = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
-        } else {
-            v = _mm256_cvtph_ps(_mm_slli_epi16(h, 8));
-        }
-        _mm256_storeu_ps(dst + i, _mm256_mul_ps(v, vs));
+        else
+            _mm256_storeu_ps(dst + i, _mm256_mul_ps(decode8(q + i, e4m3), vs));
     }
     feather_fp8_decode_scalar(q + i, n - i, s, fmt, dst + i);
 }
