@@ -659,13 +659,9 @@ static feather_status repacked_codes(conv *c, const feather_plan_entry *e, const
                             "%s: tensor '%s': %llu NaN/Inf codes (use --allow-nonfinite to map NaN to 0 and "
                             "Inf to ±max)",
                             feather_reader_path(c->r), e->tensor->name, (unsigned long long)bad);
-    const uint8_t mask = fmt == FEATHER_FP8_E5M2 ? 0x7c : 0x7f;
-    for (uint64_t i = 0; i < nk; i++) {
-        const uint8_t b = c->q[i];
-        if ((b & mask) != mask) continue;
-        /* e5m2's Inf is 0x7c; its largest finite code, one below, has the same sign bit */
-        c->q[i] = fmt == FEATHER_FP8_E5M2 && (b & 0x7f) == 0x7c ? (uint8_t)(b - 1) : 0;
-    }
+    /* through the codec and back: a finite code comes back as itself, the others as the cast
+     * maps them */
+    for (uint64_t i = 0; i < nk; i++) c->q[i] = feather_f32_to_fp8(feather_fp8_to_f32(c->q[i], fmt), fmt);
     warn(c->res, "%s: %llu NaN/Inf values mapped (NaN to 0, Inf to ±max)", e->tensor->name, (unsigned long long)bad);
     return FEATHER_OK;
 }
