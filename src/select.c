@@ -445,11 +445,6 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
         keep(e, deq, "shape %s: the kernel needs N a multiple of 8 and K a multiple of 16", shp);
         return 0;
     }
-    if (o->quant.mode == FEATHER_SCALE_BLOCK && !fp8 && k % o->quant.group) {
-        set(e, FEATHER_KEEP, "K=%llu is not a multiple of the block size %u", (unsigned long long)k,
-            o->quant.group);
-        return 0;
-    }
     uint64_t nscales;
     if (fp8) {
         nscales = e->scale ? e->scale->nelem : 1;
@@ -481,15 +476,15 @@ static int decide(feather_reader *r, feather_plan_entry *e, const feather_conver
             feather_quant_options q = o->quant;
             nscales = feather_scale_count(&q, n, k);
         }
-        /* requantised into blocks that do not divide its rows: it cannot be, as a 16-bit weight
-         * cannot (above) */
-        if (e->action == FEATHER_REQUANT && o->quant.mode == FEATHER_SCALE_BLOCK && k % o->quant.group) {
-            keep(e, deq, "K=%llu is not a multiple of the block size %u", (unsigned long long)k, o->quant.group);
-            return 0;
-        }
     } else {
         set(e, FEATHER_CONVERT, "%slinear weight %s %s", included ? "--include: " : "", dt, shp);
         nscales = feather_scale_count(&o->quant, n, k);
+    }
+    /* Values cast into blocks that do not divide the rows cannot be: such a weight is kept (a
+     * quantised one dequantised where its loader needs that); a repacked one keeps its scales. */
+    if (e->action != FEATHER_REPACK && o->quant.mode == FEATHER_SCALE_BLOCK && k % o->quant.group) {
+        keep(e, deq, "K=%llu is not a multiple of the block size %u", (unsigned long long)k, o->quant.group);
+        return 0;
     }
     e->bytes_out = n * k + 4 * nscales;
     return 0;
