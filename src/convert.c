@@ -622,11 +622,11 @@ static feather_status requantize(conv *c, const feather_plan_entry *e, const voi
     if (by_rows && one) st = one_scale(c, &j, strips);
     if (!st && !(atomic_load(&j.nonfinite) && !qo->allow_nonfinite)) st = run_strips(c, &j);
     const uint64_t nonfinite = atomic_load(&j.nonfinite);
-    if (!st && nonfinite && !qo->allow_nonfinite)
-        st = feather_fail(err, FEATHER_E_INVALID,
-                          "tensor '%s': %llu values are NaN or Inf once dequantised with its scales (use "
-                          "--allow-nonfinite to map NaN to 0 and Inf to ±max)",
-                          e->tensor->name, (unsigned long long)nonfinite);
+    if (!st && nonfinite && !qo->allow_nonfinite) {
+        char pre[320];
+        st = feather_fail_nonfinite(err, feather_tensor_prefix(e->tensor->name, pre, sizeof pre), nonfinite,
+                                    "values once dequantised with its scales");
+    }
     if (!st && !by_rows) {
         if (stats) memset(stats, 0, sizeof *stats);
         st = quantize(c, qo, FEATHER_F32, c->wide, n, k, packed, stats);
@@ -654,11 +654,11 @@ static feather_status repacked_codes(conv *c, const feather_plan_entry *e, const
     feather_vrows_kernels(feather_ctx_simd(c->ctx), &kern);
     const uint64_t bad = kern.bad_codes(c->q, nk, fmt);
     if (!bad) return FEATHER_OK;
-    if (!qo->allow_nonfinite)
-        return feather_fail(c->err, FEATHER_E_INVALID,
-                            "%s: tensor '%s': %llu NaN/Inf codes (use --allow-nonfinite to map NaN to 0 and "
-                            "Inf to ±max)",
-                            feather_reader_path(c->r), e->tensor->name, (unsigned long long)bad);
+    if (!qo->allow_nonfinite) {
+        char pre[FEATHER_ERROR_MAX], t[320];
+        snprintf(pre, sizeof pre, "%s: %s", feather_reader_path(c->r), feather_tensor_prefix(e->tensor->name, t, sizeof t));
+        return feather_fail_nonfinite(c->err, pre, bad, "codes");
+    }
     /* through the codec and back: a finite code comes back as itself, the others as the cast
      * maps them */
     for (uint64_t i = 0; i < nk; i++) c->q[i] = feather_f32_to_fp8(feather_fp8_to_f32(c->q[i], fmt), fmt);

@@ -67,6 +67,18 @@ feather_status feather_fail_prefix(feather_error *err, feather_status code, cons
     return code;
 }
 
+feather_status feather_fail_nonfinite(feather_error *err, const char *prefix, uint64_t n, const char *what) {
+    return feather_fail(err, FEATHER_E_INVALID, "%s%llu NaN/Inf %s (use --allow-nonfinite to map NaN to 0 and Inf to ±max)",
+                        prefix, (unsigned long long)n, what);
+}
+
+const char *feather_tensor_prefix(const char *name, char *buf, size_t len) {
+    char q[300];
+    if (!name) buf[0] = 0;
+    else snprintf(buf, len, "tensor '%s': ", feather_quote(name, q, sizeof q));
+    return buf;
+}
+
 const char *feather_quote(const char *s, char *buf, size_t len) {
     size_t o = 0;
     if (!len) return buf;

@@ -24,13 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const char *name_of(const feather_quant_options *o, char *buf, size_t len) {
-    char q[300];
-    if (!o->name) buf[0] = 0;
-    else snprintf(buf, len, "tensor '%s': ", feather_quote(o->name, q, sizeof q));
-    return buf;
-}
-
 #ifdef FEATHER_GPU
 #include "../kernels/fk_api.h"
 #include "../kernels/quant_hd.h"
@@ -429,7 +422,7 @@ static feather_status drain(job *j) {
 static feather_status gpu_failed(job *j) {
     char pre[320];
     return feather_fail(j->err, FEATHER_E_UNSUPPORTED, "%sGPU quantisation: %s failed: %s",
-                        name_of(j->o, pre, sizeof pre), j->step ? j->step : "?", fk_error_string(j->rc));
+                        feather_tensor_prefix(j->o->name, pre, sizeof pre), j->step ? j->step : "?", fk_error_string(j->rc));
 }
 
 static feather_status run_pass(job *j, int pass, float scale) {
@@ -447,7 +440,7 @@ static feather_status run_pass(job *j, int pass, float scale) {
         slot *s = &G.sl[c % SLOTS];
         if (feather_cancelled()) {
             drain(j);
-            st = feather_fail(j->err, FEATHER_E_CANCELLED, "%scancelled", name_of(j->o, pre, sizeof pre));
+            st = feather_fail(j->err, FEATHER_E_CANCELLED, "%scancelled", feather_tensor_prefix(j->o->name, pre, sizeof pre));
             break;
         }
         int64_t out = -1;
@@ -495,16 +488,9 @@ static uint64_t read_nonfinite(job *j) {
     return v;
 }
 
-static feather_status nonfinite_fail(job *j, uint64_t nf, int in_cast) {
+static feather_status nonfinite_fail(job *j, uint64_t nf) {
     char pre[320];
-    name_of(j->o, pre, sizeof pre);
-    if (in_cast) /* feather_quantize_with's wording: no search ran */
-        return feather_fail(j->err, FEATHER_E_INVALID,
-                            "%s%llu NaN/Inf values (use --allow-nonfinite to map NaN to 0 and Inf to ±max)", pre,
-                            (unsigned long long)nf);
-    return feather_fail(j->err, FEATHER_E_INVALID,
-                        "%s%llu NaN/Inf weight(s) (not allowed unless non-finite values are accepted)", pre,
-                        (unsigned long long)nf);
+    return feather_fail_nonfinite(j->err, feather_tensor_prefix(j->o->name, pre, sizeof pre), nf, "values");
 }
 
 /* The scale of tensor and absmax modes, from the weight held in G.d_full (quant.h steps 1-6). */
@@ -528,7 +514,7 @@ static feather_status tensor_scale(job *j, feather_dtype dt, float *scale) {
     TRY("download", fk_to_host(&bits, &G.d_misc[1], sizeof bits));
     uint64_t nf = read_nonfinite(j);
     if (j->rc) return gpu_failed(j);
-    if (nf && !o->allow_nonfinite) return nonfinite_fail(j, nf, 0);
+    if (nf && !o->allow_nonfinite) return nonfinite_fail(j, nf);
     float sa = fkq_sabs(fkq_float((uint32_t)bits), fkq_fmt_of(j->e4m3));
     if (sa == 0 || nr == 1) {
         *scale = sa == 0 ? 1.0f : sa;
@@ -638,7 +624,7 @@ static feather_status quantize_locked(job *j, feather_dtype dt, feather_quant_st
     if (st) return st;
     uint64_t nf = read_nonfinite(j);
     if (j->rc) return gpu_failed(j);
-    if (nf && !o->allow_nonfinite) return nonfinite_fail(j, nf, o->mode == FEATHER_SCALE_NONE);
+    if (nf && !o->allow_nonfinite) return nonfinite_fail(j, nf);
     if (stats) {
         feather_quant_stats t = {.nonfinite = nf};
         for (uint64_t row = 0; row < j->n; row++) {
@@ -658,7 +644,7 @@ static feather_status quantize_gpu(feather_ctx *ctx, const feather_quant_options
     char desc[256], pre[320];
     if (k > 0x7fffffff)
         return feather_fail(err, FEATHER_E_UNSUPPORTED, "%sdevice gpu: rows of %llu weights are too long (2^31 at most)",
-                            name_of(o, pre, sizeof pre), (unsigned long long)k);
+                            feather_tensor_prefix(o->name, pre, sizeof pre), (unsigned long long)k);
     job j = {.ctx = ctx, .copiers = copiers, .o = o, .err = err, .dt = dt == FEATHER_F16 ? FK_DT_F16 : dt == FEATHER_BF16 ? FK_DT_BF16 : FK_DT_F32,
              .esz = dt == FEATHER_F32 ? 4 : 2, .w = w, .n = n, .k = k, .packed = packed,
              .e4m3 = o->format == FEATHER_FP8_E4M3FN, .q = q, .scales = scales};
@@ -729,7 +715,7 @@ feather_status feather_gpu_quantize(feather_ctx *ctx, int copiers, const feather
     if (packed && k % 16) {
         char pre[320];
         return feather_fail(err, FEATHER_E_ARG, "%sK = %llu is not a multiple of 16, cannot prepack",
-                            name_of(opts, pre, sizeof pre), (unsigned long long)k);
+                            feather_tensor_prefix(opts->name, pre, sizeof pre), (unsigned long long)k);
     }
     return quantize_gpu(ctx, opts, dtype, w, n, k, packed, q, scales, stats, copiers, err);
 }

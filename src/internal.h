@@ -27,6 +27,14 @@ feather_status feather_fail(feather_error *err, feather_status code, const char 
 feather_status feather_fail_prefix(feather_error *err, feather_status code, const char *fmt, ...)
     FEATHER_PRINTF(3, 4);
 
+/* The NaN/Inf rule, worded once for every place that enforces it: "PREFIX" N "NaN/Inf" WHAT and
+ * the option that maps them. Returns FEATHER_E_INVALID. */
+feather_status feather_fail_nonfinite(feather_error *err, const char *prefix, uint64_t n, const char *what);
+
+/* "tensor 'NAME': " with the name escaped as feather_quote does, or "" for no name: the start
+ * of a message about one tensor. Returns buf. */
+const char *feather_tensor_prefix(const char *name, char *buf, size_t len);
+
 /* Escapes a tensor name for a one-line message (control bytes become \xNN), truncating. */
 const char *feather_quote(const char *s, char *buf, size_t len);
 

@@ -166,13 +166,12 @@ static feather_status fail_tensor(feather_error *err, feather_status code, const
                                   const char *fmt, ...) FEATHER_PRINTF(4, 5);
 static feather_status fail_tensor(feather_error *err, feather_status code, const char *name,
                                   const char *fmt, ...) {
-    char msg[FEATHER_ERROR_MAX], nb[256];
+    char msg[FEATHER_ERROR_MAX], pre[320];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!name) return feather_fail(err, code, "%s", msg);
-    return feather_fail(err, code, "tensor '%s': %s", feather_quote(name, nb, sizeof nb), msg);
+    return feather_fail(err, code, "%s%s", feather_tensor_prefix(name, pre, sizeof pre), msg);
 }
 
 feather_status feather_quantize_with(feather_ctx *ctx, const feather_quant_options *opts,
@@ -279,9 +278,8 @@ feather_status feather_quantize_band(feather_ctx *ctx, const feather_quant_optio
     if (atomic_load(&j.cancelled)) {
         st = FAIL(FEATHER_E_CANCELLED, "cancelled");
     } else if (bad && !opts->allow_nonfinite) {
-        st = FAIL(FEATHER_E_INVALID,
-                  "%llu NaN/Inf values (use --allow-nonfinite to map NaN to 0 and Inf to ±max)",
-                  (unsigned long long)bad);
+        char pre[320];
+        st = feather_fail_nonfinite(err, feather_tensor_prefix(name, pre, sizeof pre), bad, "values");
     } else if (stats) {
         feather_quant_stats t = {.nonfinite = bad};
         for (uint64_t r = 0; r < n; r++) {

@@ -196,16 +196,6 @@ scale_kernels feather_scale_kernels(feather_simd level) {
 
 static size_t dtype_size(feather_dtype dt) { return dt == FEATHER_F32 ? 4 : 2; }
 
-static const char *name_prefix(const feather_quant_options *o, char *buf, size_t len) {
-    char q[300];
-    if (!o->name) {
-        buf[0] = 0;
-        return buf;
-    }
-    snprintf(buf, len, "tensor '%s': ", feather_quote(o->name, q, sizeof q));
-    return buf;
-}
-
 /* Picks the candidate of least error; ties (and NaN totals) keep the earlier one. */
 static unsigned argmin_f(const float *t, unsigned n) {
     unsigned b = 0;
@@ -511,10 +501,7 @@ feather_status feather_scale_hist_pick(const feather_quant_options *o, feather_d
     uint64_t nf = 0;
     for (size_t i = inf; i < HIST_BINS; i++) nf += COUNT(i);
     if (nf && !o->allow_nonfinite)
-        return feather_fail(err, FEATHER_E_INVALID,
-                            "%s%llu NaN/Inf weight(s) (not allowed unless non-finite values are "
-                            "accepted)",
-                            name_prefix(o, pre, sizeof pre), (unsigned long long)nf);
+        return feather_fail_nonfinite(err, feather_tensor_prefix(o->name, pre, sizeof pre), nf, "values");
     unsigned top = 0;
     for (unsigned i = inf; i-- > 1;)
         if (COUNT(i)) {
@@ -584,7 +571,7 @@ static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_o
         if (feather_cancelled()) {
             free(impq);
             return feather_fail(err, FEATHER_E_CANCELLED, "%scancelled",
-                                name_prefix(o, pre, sizeof pre));
+                                feather_tensor_prefix(o->name, pre, sizeof pre));
         }
         c16 = calloc(HIST_BINS, sizeof *c16);
         if (!c16) {
@@ -602,7 +589,7 @@ static feather_status search_tensor_hist(feather_ctx *ctx, const feather_quant_o
                              &j);
         if (atomic_load(&j.cancelled)) {
             st = feather_fail(err, FEATHER_E_CANCELLED, "%scancelled",
-                              name_prefix(o, pre, sizeof pre));
+                              feather_tensor_prefix(o->name, pre, sizeof pre));
             goto out;
         }
     }
@@ -629,7 +616,7 @@ feather_status feather_scale_check_options(const feather_quant_options *o, feath
                                     uint64_t k, feather_error *err) {
     char pre[320], m[32];
     if (!o) return feather_fail(err, FEATHER_E_ARG, "missing quantisation options");
-    name_prefix(o, pre, sizeof pre);
+    feather_tensor_prefix(o->name, pre, sizeof pre);
     if (!feather_is_float(dt))
         return feather_fail(err, FEATHER_E_ARG, "%sdtype %s cannot be quantised (F16, BF16 or F32)",
                             pre, feather_dtype_name(dt));
@@ -673,7 +660,7 @@ static feather_status row_pass(feather_ctx *ctx, const feather_quant_options *o,
                                uint64_t n, uint64_t k, const float *r, unsigned nr, int pass, const float *cs,
                                const float *ci, float *scales, float *rowtot, float *amax, feather_error *err) {
     char pre[320];
-    name_prefix(o, pre, sizeof pre);
+    feather_tensor_prefix(o->name, pre, sizeof pre);
     int nt = feather_ctx_threads(ctx);
     feather_status st = FEATHER_OK;
     row_job j;
@@ -727,10 +714,7 @@ static feather_status row_pass(feather_ctx *ctx, const feather_quant_options *o,
     }
     if (amax) *amax = mx;
     if (nf && !o->allow_nonfinite)
-        st = feather_fail(err, FEATHER_E_INVALID,
-                          "%s%llu NaN/Inf weight(s) (not allowed unless non-finite values are "
-                          "accepted)",
-                          pre, (unsigned long long)nf);
+        st = feather_fail_nonfinite(err, pre, nf, "values");
 out:
     free(imp);
     free(j.scratch);

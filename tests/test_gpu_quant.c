@@ -258,8 +258,7 @@ static feather_status model_quantize(const feather_quant_options *o, feather_dty
     uint64_t nf = 0;
     float one = 1.0f;
     char pre[300];
-    snprintf(pre, sizeof pre, "tensor '%s': ", o->name ? o->name : "");
-    if (!o->name) pre[0] = 0;
+    feather_tensor_prefix(o->name, pre, sizeof pre);
     if (per_group) {
         for (uint64_t team = 0; team < n * gpr; team++) {
             uint64_t row = team / gpr, c0 = (team % gpr) * G, base = row * k + c0;
@@ -296,9 +295,7 @@ static feather_status model_quantize(const feather_quant_options *o, feather_dty
             scales[team] = s;
         }
         if (nf && !o->allow_nonfinite)
-            return feather_fail(err, FEATHER_E_INVALID,
-                                "%s%llu NaN/Inf weight(s) (not allowed unless non-finite values are accepted)", pre,
-                                (unsigned long long)nf);
+            return feather_fail_nonfinite(err, pre, nf, "values");
     } else if (o->mode == FEATHER_SCALE_TENSOR && dt != FKQ_F32) {
         /* the histogram the GPU counts, finished by the host's own function */
         uint64_t *h = calloc(2 * 32768, sizeof *h);
@@ -323,9 +320,7 @@ static feather_status model_quantize(const feather_quant_options *o, feather_dty
             amax = fkq_mag(x) > amax ? fkq_mag(x) : amax;
         }
         if (nf && !o->allow_nonfinite)
-            return feather_fail(err, FEATHER_E_INVALID,
-                                "%s%llu NaN/Inf weight(s) (not allowed unless non-finite values are accepted)", pre,
-                                (unsigned long long)nf);
+            return feather_fail_nonfinite(err, pre, nf, "values");
         float sa = fkq_sabs(amax, f);
         one = sa == 0.0f ? 1.0f : sa;
         if (sa != 0.0f && nr > 1) { /* F32 tensor: row totals (f32 lanes), summed over rows in double */
@@ -377,9 +372,7 @@ static feather_status model_quantize(const feather_quant_options *o, feather_dty
         if (rt.max_err > t.max_abs_err) t.max_abs_err = rt.max_err;
     }
     if (nf && !o->allow_nonfinite) /* only mode none gets here with them */
-        return feather_fail(err, FEATHER_E_INVALID,
-                            "%s%llu NaN/Inf values (use --allow-nonfinite to map NaN to 0 and Inf to ±max)", pre,
-                            (unsigned long long)nf);
+        return feather_fail_nonfinite(err, pre, nf, "values");
     t.nonfinite = nf;
     if (stats) *stats = t;
     return FEATHER_OK;
