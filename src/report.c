@@ -68,6 +68,7 @@ char *feather_report_json(const feather_verify_report *r) {
         add_num(sum, "snr_mean_db", r->snr_mean_db);
         add_num(sum, "snr_median_db", r->snr_median_db);
         add_num(sum, "snr_worst_db", r->snr_worst_db);
+        cJSON_AddNumberToObject(sum, "nonfinite", (double)r->nonfinite);
     }
     cJSON_AddNumberToObject(sum, "seconds", r->seconds);
     cJSON *arr = cJSON_AddArrayToObject(root, "tensors");
@@ -87,6 +88,7 @@ char *feather_report_json(const feather_verify_report *r) {
             add_num(o, "weight_rel_rms", t->weight_rel_rms);
             add_num(o, "weight_cosine", t->weight_cos);
             add_num(o, "weight_max_abs_err", t->weight_max_abs);
+            cJSON_AddNumberToObject(o, "nonfinite", (double)t->nonfinite);
         }
         if (t->output_measured) {
             add_num(o, "output_snr_db", t->output_snr_db);
@@ -118,7 +120,7 @@ static void csv_num(sbuf *b, int have, double v) {
 char *feather_report_csv(const feather_verify_report *r) {
     sbuf b = {0};
     sb_printf(&b, "name,dtype,converted,bytes,bytes_reference,ok,problem,weight_snr_db,weight_rel_rms,"
-                  "weight_cosine,weight_max_abs_err,output_snr_db,output_rel_err,output_max_abs_err\n");
+                  "weight_cosine,weight_max_abs_err,output_snr_db,output_rel_err,output_max_abs_err,nonfinite\n");
     for (size_t i = 0; i < r->count; i++) {
         const feather_verify_tensor *t = &r->tensors[i];
         csv_field(&b, t->name);
@@ -132,6 +134,7 @@ char *feather_report_csv(const feather_verify_report *r) {
         csv_num(&b, t->output_measured, t->output_snr_db);
         csv_num(&b, t->output_measured, t->output_rel_err);
         csv_num(&b, t->output_measured, t->output_max_abs);
+        csv_num(&b, t->measured, (double)t->nonfinite);
         sb_printf(&b, "\n");
     }
     return sb_done(&b);
@@ -278,6 +281,8 @@ char *feather_report_html(const feather_verify_report *r) {
     if (r->measured)
         sb_printf(&b, " SNR over %zu converted tensors: mean %.2f dB, median %.2f dB, worst %.2f dB.", r->measured,
                   r->snr_mean_db, r->snr_median_db, r->snr_worst_db);
+    if (r->nonfinite)
+        sb_printf(&b, " %llu NaN/Inf values of the original left out of the figures.", (unsigned long long)r->nonfinite);
     sb_printf(&b, "</p>\n");
     if (r->measured) {
         double lo = INFINITY, hi = -INFINITY;
@@ -320,6 +325,7 @@ char *feather_report_html(const feather_verify_report *r) {
         if (t->problem[0]) html_text(&b, t->problem);
         else if (t->failed_threshold) sb_printf(&b, "under threshold");
         else sb_printf(&b, "%s", t->converted ? "ok" : "kept, ok");
+        if (t->nonfinite) sb_printf(&b, " (%llu NaN/Inf of the original left out)", (unsigned long long)t->nonfinite);
         sb_printf(&b, "</td></tr>\n");
     }
     free(v);

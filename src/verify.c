@@ -273,6 +273,7 @@ static void weight_figures(feather_verify_tensor *vt, const double *rowsums, uin
     vt->weight_cos = s[VS_WW] > 0 && s[VS_DD] > 0 ? s[VS_WD] / sqrt(s[VS_WW] * s[VS_DD])
                                                    : (s[VS_WW] == s[VS_DD] ? 1 : 0);
     vt->weight_max_abs = s[VS_MAX];
+    vt->nonfinite = (uint64_t)s[VS_NF];
 }
 
 /* Output space: the checkpoint's product y against the reference, in double, in order. */
@@ -525,8 +526,10 @@ static int source_matches(feather_reader *ref, const uint64_t *ref_hashes, const
     return 0;
 }
 
+/* Ascending, NaN first (the worst: an error that could not be measured). */
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
+    if (isnan(x) || isnan(y)) return !isnan(x) - !isnan(y);
     return x < y ? -1 : x > y;
 }
 
@@ -786,6 +789,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
         double s = vt->output_measured ? vt->output_snr_db : vt->weight_snr_db;
         double re = vt->output_measured ? vt->output_rel_err : vt->weight_rel_rms;
         snr[rep->measured++] = s;
+        rep->nonfinite += vt->nonfinite;
         if ((!isnan(o->min_snr_db) && !(s >= o->min_snr_db)) || (!isnan(o->max_rel_err) && !(re <= o->max_rel_err))) {
             vt->failed_threshold = 1;
             rep->threshold_failures++;

@@ -14,16 +14,20 @@ static unsigned prep_scalar(const void *w, feather_dtype dt, const uint8_t *q, s
         for (unsigned j = 0; j < VROWS_L; j++) {
             const size_t i = (size_t)v * VROWS_L + j;
             const uint8_t c = q[v * qstride + j];
-            const float x = feather_load_f32(dt, w, i), d = feather_fp8_to_f32(c, fmt) * svec[v], e = x - d;
+            const float w0 = feather_load_f32(dt, w, i), d0 = feather_fp8_to_f32(c, fmt) * svec[v];
+            /* a NaN/Inf original counts as 0 in the sums, and as its mapped value in products */
+            const int fin = fabsf(w0) < INFINITY;
+            const float x = fin ? w0 : 0.0f, d = fin ? d0 : 0.0f, e = x - d;
             bad += (c & bad_mask) == bad_mask;
+            sums[VS_NF * VROWS_L + j] += (float)!fin;
             sums[VS_WW * VROWS_L + j] = fmaf(x, x, sums[VS_WW * VROWS_L + j]);
             sums[VS_EE * VROWS_L + j] = fmaf(e, e, sums[VS_EE * VROWS_L + j]);
             sums[VS_WD * VROWS_L + j] = fmaf(x, d, sums[VS_WD * VROWS_L + j]);
             sums[VS_DD * VROWS_L + j] = fmaf(d, d, sums[VS_DD * VROWS_L + j]);
             const float ae = fabsf(e), m = sums[VS_MAX * VROWS_L + j];
             sums[VS_MAX * VROWS_L + j] = ae > m ? ae : m; /* a NaN error leaves the maximum (as maxps) */
-            wf[i] = x;
-            if (df) df[i] = d;
+            wf[i] = fin ? w0 : d0;
+            if (df) df[i] = d0;
         }
     return bad;
 }

@@ -3,6 +3,10 @@
  * (d = f32(q) · s, quant.h's one f32 multiply, the same values as feather_dequantize), the
  * weight-space sums, the fp32 reference product with the activations, optionally the product
  * with the dequantised weight (fp8 formats without a kernel), and the count of Inf/NaN codes.
+ * An original value that is NaN or Inf (a conversion allowed to map such values did) is left
+ * out of the weight sums (w and d count as 0 there) and counted (VS_NF); the reference products
+ * take the value it was mapped to (d), so neither figure is NaN and only the other values' error
+ * is measured.
  * Nothing N × K is allocated; rows are taken in blocks of VROWS_RB, k in chunks of VROWS_KC.
  *
  * Reduction order (fixed, so every thread count and SIMD level gives the same bits):
@@ -29,14 +33,14 @@
 #define VROWS_KC 256 /* k per chunk and activation rows per tile: the block's chunk, a tile's */
 #define VROWS_MT 16  /* chunk and their accumulators (16 KiB each) stay in L1 */
 
-/* Weight sums of one row, per lane. */
-enum { VS_WW, VS_EE, VS_WD, VS_DD, VS_MAX, VS_COUNT };
+/* Weight sums of one row, per lane (VS_NF: the original's NaN/Inf values); VS_MAX is a maximum. */
+enum { VS_WW, VS_EE, VS_WD, VS_DD, VS_NF, VS_MAX, VS_COUNT };
 
 typedef struct vrows_kernels {
     /* One weight row over nv 16-element vectors: w (dtype dt: F16, BF16 or F32) and the fp8 codes
-     * at q + v·qstride (16 bytes each) with scale svec[v]. Writes wf[16v + j] = f32(w) and, when
-     * df is not NULL, df[16v + j] = d; adds to the lane sums sums[VS_*·16 + j]. Returns the number
-     * of Inf/NaN codes among the 16·nv. */
+     * at q + v·qstride (16 bytes each) with scale svec[v]. Writes wf[16v + j] = f32(w) (d where
+     * that is NaN or Inf) and, when df is not NULL, df[16v + j] = d; adds to the lane sums
+     * sums[VS_*·16 + j]. Returns the number of Inf/NaN codes among the 16·nv. */
     unsigned (*prep)(const void *w, feather_dtype dt, const uint8_t *q, size_t qstride, feather_fp8 fmt,
                      const float *svec, unsigned nv, float *wf, float *df, float *sums);
     /* For r < rows, t < m, j < 16 and v = 0, 1, … < len/16 in that order, with

@@ -4,6 +4,7 @@
 #include "verify_rows.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 /* Lanes 8h … 8h+7 of vector v of an original row, as f32. */
 static inline __attribute__((always_inline)) __m256 load_w(const void *w, feather_dtype dt, size_t v, int h) {
@@ -30,7 +31,7 @@ static inline __attribute__((always_inline)) unsigned prep_dt(const void *w, fea
                                                               unsigned nv, float *wf, float *df, float *sums) {
     const int e4m3 = fmt != FEATHER_FP8_E5M2;
     const __m128i bad_mask = _mm_set1_epi8(e4m3 ? 0x7f : 0x7c);
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), inf = _mm256_set1_ps(INFINITY);
     unsigned bad = 0;
     for (unsigned v = 0; v < nv; v++) {
         const __m128i c = _mm_loadu_si128((const __m128i *)(q + v * qstride));
@@ -41,24 +42,34 @@ static inline __attribute__((always_inline)) unsigned prep_dt(const void *w, fea
         float *s = sums + 8 * h;
         __m256 ww = _mm256_loadu_ps(s + VS_WW * 16), ee = _mm256_loadu_ps(s + VS_EE * 16);
         __m256 wd = _mm256_loadu_ps(s + VS_WD * 16), dd = _mm256_loadu_ps(s + VS_DD * 16);
-        __m256 mx = _mm256_loadu_ps(s + VS_MAX * 16);
+        __m256 mx = _mm256_loadu_ps(s + VS_MAX * 16), nf = _mm256_loadu_ps(s + VS_NF * 16);
         for (unsigned v = 0; v < nv; v++) {
-            const __m256 x = load_w(w, dt, v, h);
+            __m256 x = load_w(w, dt, v, h), xw = x;
             const __m128i c = _mm_loadl_epi64((const __m128i *)(q + v * qstride + 8 * h));
-            const __m256 d = _mm256_mul_ps(fp8_f32(c, e4m3), _mm256_set1_ps(svec[v])), e = _mm256_sub_ps(x, d);
+            const __m256 d0 = _mm256_mul_ps(fp8_f32(c, e4m3), _mm256_set1_ps(svec[v]));
+            __m256 d = d0;
+            const __m256 fin = _mm256_cmp_ps(_mm256_and_ps(x, absm), inf, _CMP_LT_OQ);
+            if (_mm256_movemask_ps(fin) != 0xff) { /* rare: NaN/Inf originals, as the scalar kernel */
+                x = _mm256_and_ps(x, fin);
+                d = _mm256_and_ps(d, fin);
+                xw = _mm256_blendv_ps(d0, xw, fin);
+                nf = _mm256_add_ps(nf, _mm256_andnot_ps(fin, _mm256_set1_ps(1.0f)));
+            }
+            const __m256 e = _mm256_sub_ps(x, d);
             ww = _mm256_fmadd_ps(x, x, ww);
             ee = _mm256_fmadd_ps(e, e, ee);
             wd = _mm256_fmadd_ps(x, d, wd);
             dd = _mm256_fmadd_ps(d, d, dd);
             mx = _mm256_max_ps(_mm256_and_ps(e, absm), mx);
-            _mm256_storeu_ps(wf + 16 * v + 8 * h, x);
-            if (df) _mm256_storeu_ps(df + 16 * v + 8 * h, d);
+            _mm256_storeu_ps(wf + 16 * v + 8 * h, xw);
+            if (df) _mm256_storeu_ps(df + 16 * v + 8 * h, d0);
         }
         _mm256_storeu_ps(s + VS_WW * 16, ww);
         _mm256_storeu_ps(s + VS_EE * 16, ee);
         _mm256_storeu_ps(s + VS_WD * 16, wd);
         _mm256_storeu_ps(s + VS_DD * 16, dd);
         _mm256_storeu_ps(s + VS_MAX * 16, mx);
+        _mm256_storeu_ps(s + VS_NF * 16, nf);
     }
     return bad;
 }

@@ -3,6 +3,7 @@
 #include "verify_rows.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 static inline __attribute__((always_inline)) __m512 load_w(const void *w, feather_dtype dt, size_t v) {
     if (dt == FEATHER_BF16) /* bf16 → f32: the 16 bits become the high half */
@@ -22,10 +23,11 @@ static inline __attribute__((always_inline)) unsigned prep_dt(const void *w, fea
     const __m512i absm = _mm512_set1_epi32(0x7fffffff);
     __m512 ww = _mm512_loadu_ps(sums + VS_WW * 16), ee = _mm512_loadu_ps(sums + VS_EE * 16);
     __m512 wd = _mm512_loadu_ps(sums + VS_WD * 16), dd = _mm512_loadu_ps(sums + VS_DD * 16);
-    __m512 mx = _mm512_loadu_ps(sums + VS_MAX * 16);
+    __m512 mx = _mm512_loadu_ps(sums + VS_MAX * 16), nf = _mm512_loadu_ps(sums + VS_NF * 16);
+    const __m512 inf = _mm512_set1_ps(INFINITY);
     unsigned bad = 0;
     for (unsigned v = 0; v < nv; v++) {
-        const __m512 x = load_w(w, dt, v);
+        __m512 x = load_w(w, dt, v), xw = x;
         const __m128i c = _mm_loadu_si128((const __m128i *)(q + v * qstride));
         const __mmask16 bm = _mm_cmpeq_epi8_mask(_mm_and_si128(c, bad_mask), bad_mask);
         if (bm) bad += (unsigned)__builtin_popcount(bm); /* rare: a sound file has none */
@@ -38,20 +40,31 @@ static inline __attribute__((always_inline)) unsigned prep_dt(const void *w, fea
         } else { /* e5m2 is the high byte of an fp16 */
             f = _mm512_cvtph_ps(_mm256_slli_epi16(h, 8));
         }
-        const __m512 d = _mm512_mul_ps(f, _mm512_set1_ps(svec[v])), e = _mm512_sub_ps(x, d);
+        const __m512 d0 = _mm512_mul_ps(f, _mm512_set1_ps(svec[v]));
+        __m512 d = d0;
+        const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), absm)), inf,
+                                                 _CMP_LT_OQ);
+        if (fin != 0xffff) { /* rare: NaN/Inf originals, as the scalar kernel */
+            x = _mm512_maskz_mov_ps(fin, x);
+            d = _mm512_maskz_mov_ps(fin, d);
+            xw = _mm512_mask_mov_ps(d0, fin, xw);
+            nf = _mm512_mask_add_ps(nf, (__mmask16)~fin, nf, _mm512_set1_ps(1.0f));
+        }
+        const __m512 e = _mm512_sub_ps(x, d);
         ww = _mm512_fmadd_ps(x, x, ww);
         ee = _mm512_fmadd_ps(e, e, ee);
         wd = _mm512_fmadd_ps(x, d, wd);
         dd = _mm512_fmadd_ps(d, d, dd);
         mx = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(e), absm)), mx);
-        _mm512_storeu_ps(wf + 16 * v, x);
-        if (df) _mm512_storeu_ps(df + 16 * v, d);
+        _mm512_storeu_ps(wf + 16 * v, xw);
+        if (df) _mm512_storeu_ps(df + 16 * v, d0);
     }
     _mm512_storeu_ps(sums + VS_WW * 16, ww);
     _mm512_storeu_ps(sums + VS_EE * 16, ee);
     _mm512_storeu_ps(sums + VS_WD * 16, wd);
     _mm512_storeu_ps(sums + VS_DD * 16, dd);
     _mm512_storeu_ps(sums + VS_MAX * 16, mx);
+    _mm512_storeu_ps(sums + VS_NF * 16, nf);
     return bad;
 }
 

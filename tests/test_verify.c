@@ -123,6 +123,68 @@ TEST(verify_intact_file_passes_with_sane_figures) {
     feather_verify_report_free(r);
 }
 
+/* An original with NaN/Inf values, converted with them allowed: they are left out of the figures
+ * (which are finite, and the weight SNR the converter reported) and counted, per tensor and in
+ * every rendering of the report. */
+TEST(verify_leaves_out_nan_and_inf_of_the_original) {
+    const char *orig = test_path("o.safetensors"), *conv = test_path("c.safetensors");
+    REQUIRE(tu_write_model(orig, model, NMODEL, 11, NULL) == 0);
+    const long bq = data_offset(orig, "l0.attn.qkv.weight"), f2 = data_offset(orig, "l0.mlp.fc2.weight");
+    REQUIRE(bq > 0 && f2 > 0);
+    const uint16_t bf_inf = 0x7f80, bf_ninf = 0xff80, bf_nan = 0x7fc1;
+    FILE *f = fopen(orig, "r+b");
+    REQUIRE(f);
+    const long at[] = {bq + 2 * 5, bq + 2 * 700, bq + 2 * 3000};
+    const uint16_t v[] = {bf_inf, bf_nan, bf_ninf};
+    for (int i = 0; i < 3; i++) {
+        fseek(f, at[i], SEEK_SET);
+        fwrite(&v[i], 2, 1, f);
+    }
+    fclose(f);
+    put_f32(orig, f2 + 4 * 77, NAN);
+    feather_ctx *ctx = feather_ctx_new(2);
+    feather_convert_options o;
+    feather_convert_defaults(&o);
+    o.quant.allow_nonfinite = 1;
+    o.overwrite = 1;
+    feather_convert_result res;
+    feather_error err = {0};
+    REQUIRE(feather_convert(ctx, orig, conv, &o, &res, &err) == FEATHER_OK);
+    const double worst = res.snr_worst_db;
+    feather_ctx_free(ctx);
+    feather_verify_report *r = NULL;
+    CHECK(verify(conv, orig, &r) == FEATHER_OK);
+    REQUIRE(r);
+    CHECK(feather_report_ok(r));
+    CHECK_EQ_U(r->measured, 3);
+    CHECK_EQ_U(r->nonfinite, 4);
+    CHECK_EQ_U(find(r, "l0.attn.qkv.weight")->nonfinite, 3);
+    CHECK_EQ_U(find(r, "l0.mlp.fc2.weight")->nonfinite, 1);
+    CHECK_EQ_U(find(r, "l0.mlp.fc1.weight")->nonfinite, 0);
+    double lowest = INFINITY;
+    for (size_t i = 0; i < r->count; i++) {
+        const feather_verify_tensor *t = &r->tensors[i];
+        if (!t->measured) continue;
+        CHECK(isfinite(t->weight_snr_db) && t->weight_snr_db > 20);
+        CHECK(t->output_measured && isfinite(t->output_snr_db) && fabs(t->output_snr_db - t->weight_snr_db) < 4);
+        CHECK(isfinite(t->output_max_abs) && isfinite(t->weight_max_abs));
+        if (t->weight_snr_db < lowest) lowest = t->weight_snr_db;
+    }
+    CHECK(isfinite(r->snr_worst_db) && isfinite(r->snr_mean_db) && isfinite(r->snr_median_db));
+    /* the converter's figure, which leaves them out too (its sums in double, the verifier's in f32 lanes) */
+    CHECK(fabs(lowest - worst) < 0.01);
+    char *json = feather_report_json(r), *csv = feather_report_csv(r);
+    REQUIRE(json && csv);
+    cJSON *root = cJSON_Parse(json);
+    REQUIRE(root);
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "summary"), "nonfinite")) == 4);
+    cJSON_Delete(root);
+    CHECK(strstr(csv, ",nonfinite\n") && strstr(csv, ",3\n") && strstr(csv, ",1\n"));
+    free(json);
+    free(csv);
+    feather_verify_report_free(r);
+}
+
 TEST(verify_catches_a_flipped_bit_in_any_tensor) {
     const char *orig = test_path("o.safetensors"), *conv = test_path("c.safetensors");
     REQUIRE(make_pair(orig, conv, FEATHER_SCALE_CHANNEL, 0) == 0);

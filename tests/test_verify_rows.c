@@ -1,7 +1,8 @@
 /* The verifier's fused row work (src/verify_rows.h): every SIMD level returns the same bits, and
  * the sums agree with a double-precision computation of the same quantities. Shapes cover both
  * layouts, every source dtype, both fp8 formats, every scale mode, a K that is not a multiple of
- * 16 (plain layout), a block of fewer rows than VROWS_RB and odd numbers of activation rows. */
+ * 16 (plain layout), a block of fewer rows than VROWS_RB and odd numbers of activation rows;
+ * and originals holding NaN/Inf, which are left out of the sums and counted. */
 #include "test.h"
 #include "testutil.h"
 #include "verify_rows.h"
@@ -18,6 +19,7 @@ typedef struct vcase {
     feather_scale_mode mode;
     unsigned group;
     int bad; /* Inf/NaN codes planted */
+    int nonfinite; /* NaN/Inf originals planted */
 } vcase;
 
 typedef struct vdata {
@@ -48,6 +50,13 @@ static void make_data(vdata *d, const vcase *c, uint64_t seed) {
         d->plain[i] = code;
     }
     for (int b = 0; b < c->bad; b++) d->plain[tu_rand(&s) % (n * k)] = c->fmt == FEATHER_FP8_E5M2 ? 0x7e : 0xff;
+    for (int b = 0; b < c->nonfinite; b++) {
+        const float v = b % 3 == 0 ? NAN : b % 3 == 1 ? INFINITY : -INFINITY;
+        const uint64_t i = tu_rand(&s) % (n * k);
+        if (c->dt == FEATHER_F32) ((float *)d->w)[i] = v;
+        else if (c->dt == FEATHER_F16) ((uint16_t *)d->w)[i] = feather_f32_to_f16(v);
+        else ((uint16_t *)d->w)[i] = feather_f32_to_bf16(v);
+    }
     if (c->packed) feather_pack(d->plain, n, k, d->q);
     else memcpy(d->q, d->plain, n * k);
     const uint64_t ns = c->mode == FEATHER_SCALE_CHANNEL ? n : c->mode == FEATHER_SCALE_BLOCK ? n * (k / c->group) : 1;
@@ -118,11 +127,14 @@ static void check_against_double(const vdata *d, const vout *o) {
     const double rel = 1e-5;
     int bad_rows = 0, bad_products = 0;
     for (uint64_t r = 0; r < c->n; r++) {
-        double ww = 0, ee = 0, wd = 0, awd = 0, dd = 0, mx = 0;
+        double ww = 0, ee = 0, wd = 0, awd = 0, dd = 0, mx = 0, nf = 0;
         for (uint64_t j = 0; j < c->k; j++) {
-            const double w = feather_load_f32(c->dt, d->w, r * c->k + j);
+            const double w0 = feather_load_f32(c->dt, d->w, r * c->k + j);
             const float df = feather_fp8_to_f32(d->plain[r * c->k + j], c->fmt) * scale_at(d, r, j); /* d as defined */
-            const double dv = df, e = w - dv;
+            /* a NaN/Inf original is left out */
+            const int fin = isfinite(w0);
+            const double w = fin ? w0 : 0, dv = fin ? df : 0, e = w - dv;
+            nf += !fin;
             ww += w * w;
             ee += e * e;
             wd += w * dv;
@@ -132,13 +144,14 @@ static void check_against_double(const vdata *d, const vout *o) {
         }
         const double *g = o->rowsums + r * VS_COUNT;
         if (!close_to(g[VS_WW], ww, ww, rel) || !close_to(g[VS_EE], ee, ee, rel) || !close_to(g[VS_WD], wd, awd, rel) ||
-            !close_to(g[VS_DD], dd, dd, rel) || !close_to(g[VS_MAX], mx, mx, 1e-6))
+            !close_to(g[VS_DD], dd, dd, rel) || !close_to(g[VS_MAX], mx, mx, 1e-6) || g[VS_NF] != nf)
             bad_rows++;
         for (uint64_t t = 0; t < c->m; t++) {
             double yw = 0, yd = 0, sw = 0, sd = 0;
             for (uint64_t j = 0; j < c->k; j++) {
-                const double a = d->a[vrows_a_index(c->m, t, j)], w = feather_load_f32(c->dt, d->w, r * c->k + j);
+                const double a = d->a[vrows_a_index(c->m, t, j)], w0 = feather_load_f32(c->dt, d->w, r * c->k + j);
                 const double dv = feather_fp8_to_f32(d->plain[r * c->k + j], c->fmt) * scale_at(d, r, j);
+                const double w = isfinite(w0) ? w0 : dv; /* the reference takes what it was mapped to */
                 yw += a * w;
                 sw += fabs(a * w);
                 yd += a * dv;
@@ -155,13 +168,16 @@ static void check_against_double(const vdata *d, const vout *o) {
 }
 
 static const vcase cases[] = {
-    {40, 96, 16, FEATHER_BF16, 1, FEATHER_FP8_E5M2, FEATHER_SCALE_CHANNEL, 0, 0},
-    {24, 512, 5, FEATHER_F16, 1, FEATHER_FP8_E5M2, FEATHER_SCALE_BLOCK, 32, 0},
-    {13, 40, 3, FEATHER_F32, 0, FEATHER_FP8_E4M3FN, FEATHER_SCALE_TENSOR, 0, 0},
-    {7, 300, 1, FEATHER_BF16, 0, FEATHER_FP8_E5M2, FEATHER_SCALE_CHANNEL, 0, 0},
-    {64, 272, 17, FEATHER_BF16, 1, FEATHER_FP8_E4M3FN, FEATHER_SCALE_BLOCK, 16, 0},
-    {16, 64, 4, FEATHER_F16, 1, FEATHER_FP8_E5M2, FEATHER_SCALE_TENSOR, 0, 5},
-    {9, 33, 2, FEATHER_F16, 0, FEATHER_FP8_E4M3FN, FEATHER_SCALE_CHANNEL, 0, 3},
+    {40, 96, 16, FEATHER_BF16, 1, FEATHER_FP8_E5M2, FEATHER_SCALE_CHANNEL, 0, 0, 0},
+    {24, 512, 5, FEATHER_F16, 1, FEATHER_FP8_E5M2, FEATHER_SCALE_BLOCK, 32, 0, 0},
+    {13, 40, 3, FEATHER_F32, 0, FEATHER_FP8_E4M3FN, FEATHER_SCALE_TENSOR, 0, 0, 0},
+    {40, 96, 16, FEATHER_BF16, 1, FEATHER_FP8_E5M2, FEATHER_SCALE_CHANNEL, 0, 0, 9},
+    {24, 512, 5, FEATHER_F16, 1, FEATHER_FP8_E4M3FN, FEATHER_SCALE_BLOCK, 32, 0, 7},
+    {13, 40, 3, FEATHER_F32, 0, FEATHER_FP8_E5M2, FEATHER_SCALE_TENSOR, 0, 0, 5},
+    {7, 300, 1, FEATHER_BF16, 0, FEATHER_FP8_E5M2, FEATHER_SCALE_CHANNEL, 0, 0, 0},
+    {64, 272, 17, FEATHER_BF16, 1, FEATHER_FP8_E4M3FN, FEATHER_SCALE_BLOCK, 16, 0, 0},
+    {16, 64, 4, FEATHER_F16, 1, FEATHER_FP8_E5M2, FEATHER_SCALE_TENSOR, 0, 5, 0},
+    {9, 33, 2, FEATHER_F16, 0, FEATHER_FP8_E4M3FN, FEATHER_SCALE_CHANNEL, 0, 3, 0},
 };
 
 TEST(verify_rows_agree_with_double_and_across_simd_levels) {
@@ -177,6 +193,12 @@ TEST(verify_rows_agree_with_double_and_across_simd_levels) {
         uint64_t planted = 0;
         for (uint64_t j = 0; j < d.c.n * d.c.k; j++) planted += is_bad(d.plain[j], d.c.fmt);
         CHECK_EQ_U(ref.bad, planted);
+        uint64_t nonfinite = 0;
+        double counted = 0;
+        for (uint64_t j = 0; j < d.c.n * d.c.k; j++) nonfinite += !isfinite(feather_load_f32(d.c.dt, d.w, j));
+        for (uint64_t r = 0; r < d.c.n; r++) counted += ref.rowsums[r * VS_COUNT + VS_NF];
+        CHECK(cases[i].nonfinite ? nonfinite > 0 : nonfinite == 0);
+        CHECK(counted == (double)nonfinite);
         if (!cases[i].bad) check_against_double(&d, &ref);
         for (size_t l = 1; l < 3 && levels[l] <= top; l++) {
             vout o;

@@ -38,6 +38,8 @@ typedef struct feather_verify_tensor {
     char problem[512];        /* integrity or reference problem; empty when sound */
     int measured;             /* the error figures below are set */
     double weight_rel_rms, weight_snr_db, weight_cos, weight_max_abs;
+    uint64_t nonfinite;       /* the original's NaN/Inf values (a conversion that allowed them
+                                 mapped them): left out of both spaces' error figures */
     int output_measured;
     double output_rel_err, output_snr_db, output_max_abs;
     int failed_threshold;
@@ -56,6 +58,7 @@ typedef struct feather_verify_report {
     size_t threshold_failures;
     uint64_t bytes_converted, bytes_reference;
     size_t measured;
+    uint64_t nonfinite;       /* NaN/Inf values of the original left out, over every tensor */
     double snr_mean_db, snr_median_db, snr_worst_db; /* output SNR when measured, else weight */
     char device[160];         /* where the matmul ran */
     double seconds;

@@ -356,6 +356,7 @@ static void print_report(const feather_verify_report *r, const options *o) {
                        t->output_max_abs);
             else
                 printf("%9s %10s %12.3g", "-", "-", t->weight_max_abs);
+            if (t->nonfinite) printf("  %llu NaN/Inf left out", (unsigned long long)t->nonfinite);
             printf("%s\n", t->failed_threshold ? "  UNDER THRESHOLD" : "");
             rows++;
         }
@@ -382,6 +383,9 @@ static void print_report(const feather_verify_report *r, const options *o) {
             printf("exact (no error)");
         else
             printf("SNR mean %.2f dB, median %.2f dB, worst %.2f dB", r->snr_mean_db, r->snr_median_db, r->snr_worst_db);
+        if (r->nonfinite)
+            printf(" (%llu NaN/Inf value%s of the original left out)", (unsigned long long)r->nonfinite,
+                   r->nonfinite == 1 ? "" : "s");
         printf("; %s -> %s (%.1f%% saved)", a, b,
                r->bytes_reference ? 100.0 * (1.0 - (double)r->bytes_converted / (double)r->bytes_reference) : 0.0);
     }
