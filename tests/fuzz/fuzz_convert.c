@@ -13,6 +13,9 @@
  *     crash, and a change inside the tensors' data must be found.
  * The input compressed with zstd must convert as the plain file does (the same tensor bytes, or
  * a failure for both), and the input taken as a .zst file as it is must fail cleanly or convert.
+ * The input split into two shards with an index must convert as the plain file does too (the same
+ * bytes for every tensor, or a failure for both, leaving the shards as they were and no output),
+ * and the sharded output must pass feather_verify against the sharded input.
  * The input is also verified as if it were a converted file, as a downloaded one may be
  * anything: that must not crash. Seeds: the header corpus, the quantised layouts (corpus/q_*)
  * and small 16- and 32-bit models (corpus/c_*), which convert, and converted files (corpus/f_*).
@@ -34,6 +37,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[4096], in_path[4200], out_path[4200], zin_path[4200], zout_path[4200];
+static char shard_path[2][4200], idx_path[4200], sout_path[4200];
 static feather_ctx *ctx;
 
 static void die(const char *what, const char *detail) {
@@ -41,11 +45,22 @@ static void die(const char *what, const char *detail) {
     abort();
 }
 
+/* Removes every file of the directory but the input and, with keep_out, the output. */
+static void clear_dir(int keep_out) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(p, in_path) && (!keep_out || strcmp(p, out_path)))
+            unlink(p);
+    }
+    closedir(d);
+}
+
 static void cleanup(void) {
+    clear_dir(0);
     unlink(in_path);
-    unlink(out_path);
-    unlink(zin_path);
-    unlink(zout_path);
     rmdir(dir);
 }
 
@@ -57,6 +72,9 @@ static void setup(void) {
     snprintf(out_path, sizeof out_path, "%s/out.safetensors", dir);
     snprintf(zin_path, sizeof zin_path, "%s/in.safetensors.zst", dir);
     snprintf(zout_path, sizeof zout_path, "%s/zout.safetensors", dir);
+    for (int s = 0; s < 2; s++) snprintf(shard_path[s], sizeof shard_path[s], "%s/in-%05d-of-00002.safetensors", dir, s + 1);
+    snprintf(idx_path, sizeof idx_path, "%s/in.safetensors.index.json", dir);
+    snprintf(sout_path, sizeof sout_path, "%s/sout.safetensors.index.json", dir);
     if (!(ctx = feather_ctx_new(1))) die("no context", NULL);
     atexit(cleanup);
 }
@@ -148,6 +166,112 @@ static void through_zstd(const void *z, size_t zn, const feather_convert_options
     unlink(zout_path);
 }
 
+/* Writes the input as two shards (the first half of its tensors, then the rest, each with the
+ * input's metadata) and their index. A recorded feather.xxh3 is the writer's to make: where the
+ * input has one, the shards get their own, of the same bytes. 0 when the input does not open,
+ * a tensor does not match its recorded hash, or it has fewer than two tensors. */
+static int write_shards(void) {
+    feather_reader *r;
+    feather_error err = {0};
+    if (feather_open(&r, in_path, 0, &err)) return 0;
+    const size_t n = feather_count(r);
+    int sound = n >= 2;
+    for (size_t i = 0; sound && i < n; i++) {
+        const void *p;
+        sound = feather_tensor_data(r, feather_tensor_at(r, i), &p, &err) == FEATHER_OK;
+    }
+    if (!sound) {
+        feather_close(r);
+        return 0;
+    }
+    size_t cap = 256, len = 0;
+    char *idx = malloc(cap);
+    if (!idx) die("out of memory", NULL);
+    len += (size_t)snprintf(idx, cap, "{\"metadata\":{},\"weight_map\":{");
+    for (int s = 0; s < 2; s++) {
+        const size_t lo = s ? n / 2 : 0, hi = s ? n : n / 2;
+        feather_write_options wo = {.overwrite = 1, .no_hashes = !feather_metadata_get(r, 0, FEATHER_HASH_KEY)};
+        feather_writer *w;
+        if (feather_writer_open(&w, shard_path[s], &wo, &err)) die("cannot write a shard", err.message);
+        for (size_t i = 0; i < feather_metadata_count(r, 0); i++)
+            if (strcmp(feather_metadata_key(r, 0, i), FEATHER_HASH_KEY) && feather_writer_metadata(w, feather_metadata_key(r, 0, i), feather_metadata_value(r, 0, i), &err))
+                die("cannot copy the metadata", err.message);
+        for (size_t i = lo; i < hi; i++) {
+            const feather_tensor *t = feather_tensor_at(r, i);
+            if (feather_writer_tensor(w, t->name, t->dtype, t->ndim, t->shape, &err)) die("cannot declare a tensor", err.message);
+            const char *base = strrchr(shard_path[s], '/') + 1;
+            /* the name as a JSON string (the reader took it as valid UTF-8) */
+            char name[6 * 4096 + 1] = "";
+            size_t o = 0;
+            for (const unsigned char *c = (const unsigned char *)t->name; *c && o + 7 < sizeof name; c++)
+                o += (size_t)(*c == '"' || *c == '\\' ? snprintf(name + o, sizeof name - o, "\\%c", *c)
+                              : *c < 0x20       ? snprintf(name + o, sizeof name - o, "\\u%04x", *c)
+                                                : snprintf(name + o, sizeof name - o, "%c", *c));
+            const size_t need = len + o + strlen(base) + 16;
+            if (need > cap && !(idx = realloc(idx, cap = 2 * need))) die("out of memory", NULL);
+            len += (size_t)snprintf(idx + len, cap - len, "%s\"%s\":\"%s\"", s || i ? "," : "", name, base);
+        }
+        if (feather_writer_begin(w, &err)) die("cannot begin a shard", err.message);
+        for (size_t i = 0; i < feather_writer_count(w); i++) {
+            const void *p;
+            if (feather_tensor_data(r, feather_find(r, feather_writer_name_at(w, i)), &p, &err) ||
+                feather_writer_write(w, p, (size_t)feather_writer_nbytes_at(w, i), &err))
+                die("cannot copy a tensor", err.message);
+        }
+        if (feather_writer_commit(w, &err)) die("cannot commit a shard", err.message);
+    }
+    feather_close(r);
+    if (len + 3 > cap && !(idx = realloc(idx, cap = len + 3))) die("out of memory", NULL);
+    len += (size_t)snprintf(idx + len, cap - len, "}}");
+    write_all(idx_path, idx, len);
+    free(idx);
+    return 1;
+}
+
+/* The tensors of two files (or sharded models) are the same, name by name. */
+static void same_tensors(const char *a_path, const char *b_path) {
+    feather_reader *a, *b;
+    feather_error err = {0};
+    if (feather_open(&a, a_path, 0, &err) || feather_open(&b, b_path, 0, &err)) die("cannot open an output", err.message);
+    if (feather_count(a) != feather_count(b)) die("sharded input converts to other tensors than the plain file", NULL);
+    for (size_t i = 0; i < feather_count(a); i++) {
+        const feather_tensor *x = feather_tensor_at(a, i), *y = feather_find(b, x->name);
+        const void *px, *py;
+        if (!y || x->dtype != y->dtype || x->nbytes != y->nbytes)
+            die("sharded input converts to other tensors than the plain file", x->name);
+        if (feather_tensor_data(a, x, &px, &err) || feather_tensor_data(b, y, &py, &err)) die("cannot read an output", err.message);
+        if (memcmp(px, py, (size_t)x->nbytes)) die("sharded input gives other tensor bytes than the plain file", x->name);
+    }
+    feather_close(a);
+    feather_close(b);
+}
+
+/* Converts the input as two shards with o; as through_zstd, the result must be plain's. */
+static void through_shards(const feather_convert_options *o, int plain_ok) {
+    if (!write_shards()) return;
+    size_t before[2], after;
+    uint8_t *bytes[2];
+    for (int s = 0; s < 2; s++) bytes[s] = read_all(shard_path[s], &before[s]);
+    feather_convert_result res;
+    feather_error err = {0};
+    const feather_status st = feather_convert(ctx, idx_path, sout_path, o, &res, &err);
+    for (int s = 0; s < 2; s++) {
+        uint8_t *again = read_all(shard_path[s], &after);
+        if (after != before[s] || memcmp(again, bytes[s], after)) die("a shard of the input was changed", NULL);
+        free(again);
+        free(bytes[s]);
+    }
+    struct stat sb;
+    if (st != FEATHER_OK && stat(sout_path, &sb) == 0) die("output left by a failed sharded conversion", NULL);
+    if (st != FEATHER_OK && (!err.message[0] || strchr(err.message, '\n'))) die("a failure without one line of message", err.message);
+    if ((st == FEATHER_OK) != plain_ok) die("sharded input converts otherwise than the plain file", st ? err.message : "it succeeds");
+    if (st == FEATHER_OK) {
+        same_tensors(out_path, sout_path);
+        verify_must(sout_path, 1, idx_path);
+    }
+    clear_dir(1);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!ctx) setup();
     static const struct {
@@ -201,6 +325,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             through_zstd(z, zn, &o, st == FEATHER_OK);
             free(z);
             through_zstd(data, size, &o, -1);
+            through_shards(&o, st == FEATHER_OK);
             only_input_left(st == FEATHER_OK);
         }
         if (st != FEATHER_OK) {
