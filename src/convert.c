@@ -156,6 +156,11 @@ static void warn(feather_convert_result *res, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* The one warning of --allow-nonfinite, for values a cast mapped and codes a repack did. */
+static void warn_mapped(feather_convert_result *res, const char *name, uint64_t n) {
+    warn(res, "%s: %llu NaN/Inf values mapped (NaN to 0, Inf to ±max)", name, (unsigned long long)n);
+}
+
 /* ---------------------------------------------------------------- declarations */
 
 static int converted(const feather_plan_entry *e) {
@@ -662,7 +667,7 @@ static feather_status repacked_codes(conv *c, const feather_plan_entry *e, const
     /* through the codec and back: a finite code comes back as itself, the others as the cast
      * maps them */
     for (uint64_t i = 0; i < nk; i++) c->q[i] = feather_f32_to_fp8(feather_fp8_to_f32(c->q[i], fmt), fmt);
-    warn(c->res, "%s: %llu NaN/Inf values mapped (NaN to 0, Inf to ±max)", e->tensor->name, (unsigned long long)bad);
+    warn_mapped(c->res, e->tensor->name, bad);
     return FEATHER_OK;
 }
 
@@ -702,8 +707,7 @@ static feather_status produce(conv *c, const feather_plan_entry *e, const void *
     }
     if (st || !sp) return st;
     if (stats.nonfinite)
-        warn(c->res, "%s: %llu NaN/Inf values mapped (NaN to 0, Inf to ±max)", t->name,
-             (unsigned long long)stats.nonfinite);
+        warn_mapped(c->res, t->name, stats.nonfinite);
     note_snr(c, t, &stats);
     return FEATHER_OK;
 }
