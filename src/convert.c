@@ -261,10 +261,16 @@ static char *tensors_json(conv *c, unsigned shard) {
     cJSON *root = cJSON_CreateObject(), *prev = NULL;
     const char *pv = feather_metadata_get(c->r, shard, "feather.tensors");
     if (pv) prev = cJSON_Parse(pv);
+    feather_json_index pix;
+    if (feather_json_index_init(&pix, prev)) {
+        cJSON_Delete(prev);
+        cJSON_Delete(root);
+        return NULL;
+    }
     for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
         const feather_plan_entry *e = feather_plan_at(c->plan, i);
         if (!converted(e) || e->tensor->shard != shard) continue;
-        cJSON *old = prev ? cJSON_GetObjectItemCaseSensitive(prev, e->name) : NULL;
+        const cJSON *old = feather_json_index_get(&pix, e->name);
         if (old && record_fits(old, e->n, e->k)) {
             cJSON_AddItemToObject(root, e->name, cJSON_Duplicate(old, 1));
             continue;
@@ -279,6 +285,7 @@ static char *tensors_json(conv *c, unsigned shard) {
     }
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
+    feather_json_index_free(&pix);
     cJSON_Delete(prev);
     return s;
 }
@@ -290,7 +297,6 @@ static char *tensors_json(conv *c, unsigned shard) {
  * *n: how many entries. */
 static char *comfy_layers_json(conv *c, unsigned shard, size_t *n) {
     cJSON *root = cJSON_CreateObject(), *layers = cJSON_CreateObject();
-    const cJSON *in_layers = cJSON_GetObjectItemCaseSensitive(feather_quant_metadata(c->r, shard), "layers");
     cJSON_AddStringToObject(root, "format_version", "1.0");
     *n = 0;
     for (size_t i = 0; i < feather_plan_count(c->plan); i++) {
@@ -298,7 +304,7 @@ static char *comfy_layers_json(conv *c, unsigned shard, size_t *n) {
         if (e->tensor->shard != shard || !feather_ends_with(e->name, ".weight")) continue;
         char layer[4200];
         snprintf(layer, sizeof layer, "%.*s", (int)(strlen(e->name) - 7), e->name);
-        cJSON *kept = e->action == FEATHER_KEEP ? cJSON_GetObjectItemCaseSensitive(in_layers, layer) : NULL;
+        const cJSON *kept = e->action == FEATHER_KEEP ? feather_quant_layer(c->r, shard, layer) : NULL;
         if (kept) {
             cJSON_AddItemToObject(layers, layer, cJSON_Duplicate(kept, 1));
             ++*n;

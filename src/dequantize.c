@@ -150,8 +150,7 @@ void feather_comfy_format(feather_reader *r, const feather_tensor *w, char *fmt,
         }
         conf = root = cJSON_ParseWithLength(d, t->nbytes);
     } else {
-        conf = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(feather_quant_metadata(r, w->shard), "layers"), layer);
+        conf = feather_quant_layer(r, w->shard, layer);
     }
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(conf, "format");
     if (cJSON_IsString(f)) snprintf(fmt, len, "%s", f->valuestring);

@@ -150,11 +150,23 @@ void feather_dequantize_weight(feather_simd simd, const uint8_t *q, feather_dtyp
                                const feather_scale_layout *L, unsigned fp4, const float *scales, float g, uint64_t n,
                                uint64_t k, uint64_t r0, uint64_t r1, float *out);
 
-/* Shard's _quantization_metadata (ComfyUI's per-layer header) parsed, NULL where it has none or
- * it is not JSON; parsed for every shard on the first call and kept until feather_close. The
- * first call is not thread-safe. */
+/* A JSON object's members by name (json_index.c), for objects with a member per tensor. init
+ * returns -1 when out of memory; an index of NULL or of a non-object is empty. get returns the
+ * first member of that name, as cJSON_GetObjectItemCaseSensitive does, or NULL. */
 struct cJSON;
-const struct cJSON *feather_quant_metadata(feather_reader *r, unsigned shard);
+typedef struct feather_json_index {
+    void *m;
+    size_t n;
+} feather_json_index;
+int feather_json_index_init(feather_json_index *ix, const struct cJSON *obj);
+const struct cJSON *feather_json_index_get(const feather_json_index *ix, const char *name);
+void feather_json_index_free(feather_json_index *ix);
+
+/* The entry of layer "X" in the "layers" of its shard's _quantization_metadata (ComfyUI's
+ * per-layer header), NULL where there is none (no such metadata, not JSON, no such layer). The
+ * metadata is parsed for every shard on the first call and kept until feather_close; the first
+ * call is not thread-safe. */
+const struct cJSON *feather_quant_layer(feather_reader *r, unsigned shard, const char *layer);
 
 /* The format of the layer of weight "X.weight" in its ComfyUI tag (X.comfy_quant, or its
  * shard's _quantization_metadata) into fmt: "" where it has none, "?" where its comfy_quant

@@ -294,8 +294,7 @@ static int has_comfy_tag(feather_reader *r, const feather_tensor *w) {
     const char *wname = w->name;
     char layer[4096];
     snprintf(layer, sizeof layer, "%.*s", (int)(strlen(wname) - 7), wname);
-    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(feather_quant_metadata(r, w->shard), "layers");
-    if (cJSON_GetObjectItemCaseSensitive(layers, layer)) return 1;
+    if (feather_quant_layer(r, w->shard, layer)) return 1;
     char tag[4200];
     snprintf(tag, sizeof tag, "%s.comfy_quant", layer);
     return feather_find(r, tag) != NULL;

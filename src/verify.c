@@ -58,6 +58,7 @@ typedef struct layout_info {
     int packed;
     feather_fp8 fmt;
     cJSON *tensors; /* feather.tensors */
+    feather_json_index tix; /* its entries by name */
 } layout_info;
 
 static int parse_layout(feather_reader *r, unsigned shard, layout_info *li, char *why, size_t len) {
@@ -81,13 +82,17 @@ static int parse_layout(feather_reader *r, unsigned shard, layout_info *li, char
         snprintf(why, len, "feather.tensors is missing or not a JSON object");
         return -1;
     }
+    if (feather_json_index_init(&li->tix, li->tensors)) {
+        snprintf(why, len, "out of memory for feather.tensors");
+        return -1;
+    }
     return 0;
 }
 
 /* The recorded original shape of a converted weight: 0 when it is not listed. */
 static int recorded_shape(const layout_info *li, const char *name, uint64_t *n, uint64_t *k) {
-    cJSON *e = cJSON_GetObjectItemCaseSensitive(li->tensors, name);
-    cJSON *sh = e ? cJSON_GetObjectItemCaseSensitive(e, "shape") : NULL;
+    const cJSON *e = feather_json_index_get(&li->tix, name);
+    const cJSON *sh = e ? cJSON_GetObjectItemCaseSensitive(e, "shape") : NULL;
     if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) != 2) return 0;
     double a = cJSON_GetArrayItem(sh, 0)->valuedouble, b = cJSON_GetArrayItem(sh, 1)->valuedouble;
     if (!(a >= 1 && b >= 1 && a < 9e15 && b < 9e15)) return 0;
@@ -161,7 +166,8 @@ static feather_status activations(feather_ctx *ctx, feather_reader *act, const c
     *a32 = malloc(vrows_a_size(rows, k) * sizeof(float));
     if (!*a16 || !*a32) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
     act_job j = {.t = t, .src = src, .seed = o->seed ^ name_hash(wname), .k = k, .m = rows, .a16 = *a16, .a32 = *a32};
-    feather_parallel_for(ctx, rows, 1, act_rows, &j);
+    /* rows of 4096 values or more a chunk: the threads are woken only where that pays */
+    feather_parallel_for(ctx, rows, (size_t)((4096 + k - 1) / k), act_rows, &j);
     return FEATHER_OK;
 }
 
@@ -231,9 +237,14 @@ static void job_worker(void *arg, size_t b, size_t e, int worker) {
     for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < 2 + j->nunits;) job_task(j, i, worker);
 }
 
-/* Runs the job on every thread of ctx; the scratch of a row job is allocated here. */
+/* Runs the job on every thread of ctx, or on this one where it is small (under SMALL_JOB bytes
+ * and one unit of work: waking the workers for it cost more than the work, 20 µs a tensor in a
+ * file of 93 696 tiny ones); the scratch of a row job is allocated here. */
+#define SMALL_JOB ((uint64_t)1 << 18)
 static feather_status run_job(feather_ctx *ctx, tensor_job *j, feather_error *err) {
-    const int workers = feather_ctx_threads(ctx);
+    const int small = j->nbytes + (j->refh ? j->rbytes : 0) < SMALL_JOB &&
+                      (j->units == UNITS_ROWS ? j->vw->n <= VROWS_RB : j->nbytes <= CHUNK_BYTES);
+    const int workers = small ? 1 : feather_ctx_threads(ctx);
     if (j->units == UNITS_ROWS) {
         j->scratch_floats = (feather_vrows_scratch(j->vw) + 15) & ~(size_t)15;
         j->scratch = aligned_alloc(64, (size_t)workers * j->scratch_floats * sizeof(float));
@@ -595,7 +606,7 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
             char w[600];
             size_t cut = feather_ends_with(t->name, ".weight_scale") ? 6 : 12;
             snprintf(w, sizeof w, "%.*s%s", (int)(strlen(t->name) - cut), t->name, cut == 6 ? "" : ".weight");
-            if (cJSON_GetObjectItemCaseSensitive(L->tensors, w)) {
+            if (feather_json_index_get(&L->tix, w)) {
                 const void *d;
                 uint64_t rec;
                 if (!feather_tensor_data(r, t, &d, err) && feather_recorded_hash(r, t, &rec) && rec != feather_hash(d, t->nbytes)) {
@@ -815,7 +826,10 @@ feather_status feather_verify(feather_ctx *ctx, const char *path, const feather_
                           rep->problems, rep->threshold_failures);
 out:
     free(v.deq);
-    for (unsigned s = 0; li && s < feather_shard_count(r); s++) cJSON_Delete(li[s].tensors);
+    for (unsigned s = 0; li && s < feather_shard_count(r); s++) {
+        cJSON_Delete(li[s].tensors);
+        feather_json_index_free(&li[s].tix);
+    }
     free(li);
     free(ref_hashes);
     for (unsigned s = 0; hashers && s < feather_shard_count(ref); s++) feather_shard_hasher_free(&hashers[s]);

@@ -5,6 +5,7 @@
 #include "feather/feather.h"
 #include "reader_internal.h"
 
+#include <cJSON.h>
 #include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -270,6 +271,88 @@ TEST(reader_paging_hints_and_header_bytes) {
         feather_close(r);
     }
     stb_free(&b);
+}
+
+/* Releases gathered into runs (feather_tensor_release gives pages back 8 MiB at a time, or when
+ * a release falls outside the run): tensors released from two threads at once, in an order that
+ * jumps about, still read what the file holds, after and between the releases. */
+typedef struct release_arg {
+    feather_reader *r;
+    int odd;
+} release_arg;
+
+static void *release_half(void *p) {
+    const release_arg *a = p;
+    const size_t n = feather_count(a->r);
+    for (size_t i = (size_t)a->odd; i < n; i += 2) {
+        const size_t j = i * 7 % n; /* 7 and n coprime: each tensor once */
+        const void *d;
+        if (feather_tensor_data(a->r, feather_tensor_at(a->r, j), &d, NULL) == FEATHER_OK)
+            feather_tensor_release(a->r, feather_tensor_at(a->r, j));
+    }
+    return NULL;
+}
+
+TEST(reader_releases_in_runs_from_two_threads) {
+    enum { NT = 48 };
+    static char names[NT][16];
+    stb_tensor ts[NT];
+    for (int i = 0; i < NT; i++) {
+        snprintf(names[i], sizeof names[i], "t%02d.weight", i);
+        /* 40 KiB to about 1 MiB each, 24 MiB in all: runs fill and flush */
+        ts[i] = (stb_tensor){names[i], "U8", 1, {(uint64_t)(40960 + (i * 104729) % 1000000)}};
+    }
+    stb_buf b = stb_model(ts, NT, NULL, 1, 23);
+    const char *path = write_buf("runs.safetensors", &b);
+    feather_reader *r = NULL;
+    feather_error e = {0};
+    REQUIRE(feather_open(&r, path, 0, &e) == FEATHER_OK);
+    for (int round = 0; round < 2; round++) {
+        pthread_t th;
+        release_arg a0 = {r, 0}, a1 = {r, 1};
+        REQUIRE(pthread_create(&th, NULL, release_half, &a1) == 0);
+        release_half(&a0);
+        pthread_join(th, NULL);
+        check_data_matches(r, b.p, b.len);
+    }
+    feather_close(r);
+    stb_free(&b);
+}
+
+/* The index of a JSON object's members finds what cJSON's own lookup finds: the first member
+ * of a name (duplicates included), nothing for a name that is not there. */
+TEST(json_index_finds_members_as_cjson_does) {
+    cJSON *o = cJSON_CreateObject();
+    uint64_t s = 7;
+    char name[32];
+    for (int i = 0; i < 300; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        snprintf(name, sizeof name, "m%llu", (unsigned long long)(s >> 40) % 200); /* repeats */
+        cJSON_AddItemToObject(o, name, cJSON_CreateNumber(i));
+    }
+    feather_json_index ix;
+    REQUIRE(feather_json_index_init(&ix, o) == 0);
+    CHECK_EQ_U(ix.n, 300);
+    int found = 0;
+    for (int i = 0; i < 220; i++) {
+        snprintf(name, sizeof name, "m%d", i);
+        const cJSON *want = cJSON_GetObjectItemCaseSensitive(o, name);
+        CHECK(feather_json_index_get(&ix, name) == want);
+        found += want != NULL;
+    }
+    CHECK(found > 100 && found < 200);
+    CHECK(feather_json_index_get(&ix, "") == NULL && feather_json_index_get(&ix, NULL) == NULL);
+    feather_json_index_free(&ix);
+    cJSON *arr = cJSON_CreateArray();
+    cJSON_AddItemToArray(arr, cJSON_CreateNumber(1));
+    REQUIRE(feather_json_index_init(&ix, arr) == 0);
+    CHECK(ix.n == 0 && feather_json_index_get(&ix, "m1") == NULL);
+    feather_json_index_free(&ix);
+    REQUIRE(feather_json_index_init(&ix, NULL) == 0);
+    CHECK(ix.n == 0);
+    feather_json_index_free(&ix);
+    cJSON_Delete(arr);
+    cJSON_Delete(o);
 }
 
 /* ---- recorded hashes ---- */
