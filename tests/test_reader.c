@@ -295,7 +295,7 @@ static void *release_half(void *p) {
 
 TEST(reader_releases_in_runs_from_two_threads) {
     enum { NT = 48 };
-    static char names[NT][16];
+    static char names[NT][24];
     stb_tensor ts[NT];
     for (int i = 0; i < NT; i++) {
         snprintf(names[i], sizeof names[i], "t%02d.weight", i);
