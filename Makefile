@@ -217,7 +217,7 @@ fuzz: deps
 
 # Only the reader's objects: the target needs nothing else, and other modules need not build
 # with every clang.
-FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/%.o,core hash hash_avx2 hash_avx512 hash_record header json_scan reader shards threads zst_input)
+FUZZ_OBJ := $(patsubst %,$(BUILD)/obj/%.o,core hash hash_avx2 hash_avx512 hash_record header json_index json_scan reader shards threads zst_input)
 $(BUILD)/fuzz_header: tests/fuzz/fuzz_header.c $(FUZZ_OBJ)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) $(LDLIBS) -o $@
 # The plan takes the whole library (selection, scale layouts, presets).
