@@ -389,7 +389,9 @@ static feather_status weight_begin(vstate *v, weight_run *w, tensor_job *j, cons
         w->kc = (kernel_call){.ctx = v->ctx, .dev = v->dev,
                               .ga = {.m = m, .n = n, .k = k, .a = w->a16, .q = qp, .scales = scales, .mode = mode,
                                      .group = group, .bias = NULL, .out_bf16 = 0, .y = w->y}};
-        if (v->dev == FEATHER_DEVICE_GPU && !pthread_create(&w->kc.thread, NULL, kernel_main, &w->kc))
+        /* a small weight's product is called after the job instead, on this thread: a thread
+         * started and joined per tensor cost more than the overlap gained */
+        if (v->dev == FEATHER_DEVICE_GPU && n * k >= SMALL_JOB && !pthread_create(&w->kc.thread, NULL, kernel_main, &w->kc))
             w->kc.started = 1;
     }
     return FEATHER_OK;
