@@ -733,19 +733,27 @@ static unsigned pick_rows(const float *rowtot, uint64_t n, unsigned nr, double *
     return feather_scale_argmin_d(ob, nr);
 }
 
-unsigned feather_scale_tensor_cands(feather_simd simd, const feather_quant_options *o, float amax, float *cs,
-                                    float *ci, float *scale) {
-    const scale_kernels kn = feather_scale_kernels(simd);
+/* The candidates of a tensor (or absmax) scale with ratios r[nr] for a weight of largest
+ * magnitude amax into cs and ci, returning nr; or 0 with *scale set where there is nothing to
+ * search (absmax, a weight of zeros, one candidate). */
+static unsigned tensor_cands(const scale_kernels *kn, const feather_quant_options *o, float amax, const float *r,
+                             unsigned nr, float *cs, float *ci, float *scale) {
     const float sa = absmax_scale(amax, scale_fmt_of(o->format));
-    float r[FEATHER_GRID_MAX];
-    const unsigned nr = feather_grid_size(o->grid);
     if (o->mode == FEATHER_SCALE_ABSMAX || sa == 0 || nr == 1) {
         *scale = sa == 0 ? 1.0f : sa;
         return 0;
     }
-    feather_grid_ratios(nr, r);
-    kn.cands(sa, r, nr, cs, ci);
+    kn->cands(sa, r, nr, cs, ci);
     return nr;
+}
+
+unsigned feather_scale_tensor_cands(feather_simd simd, const feather_quant_options *o, float amax, float *cs,
+                                    float *ci, float *scale) {
+    const scale_kernels kn = feather_scale_kernels(simd);
+    float r[FEATHER_GRID_MAX];
+    const unsigned nr = feather_grid_size(o->grid);
+    feather_grid_ratios(nr, r);
+    return tensor_cands(&kn, o, amax, r, nr, cs, ci, scale);
 }
 
 feather_status feather_scale_tensor_part(feather_ctx *ctx, const feather_quant_options *o, const float *w,
@@ -790,16 +798,13 @@ feather_status feather_scale_search_ratios(feather_ctx *ctx, const feather_quant
         return row_pass(ctx, o, dt, w, n, k, r, nr, 0, NULL, NULL, scales, NULL, NULL, err);
     float amax = 0;
     if ((st = row_pass(ctx, o, dt, w, n, k, r, nr, 1, NULL, NULL, NULL, NULL, &amax, err))) return st;
-    float sa = absmax_scale(amax, scale_fmt_of(o->format));
-    if (o->mode == FEATHER_SCALE_ABSMAX || sa == 0 || nr == 1) {
-        scales[0] = sa == 0 ? 1.0f : sa;
+    float cs[FEATHER_GRID_MAX], ci[FEATHER_GRID_MAX];
+    double ob[FEATHER_GRID_MAX];
+    if (!tensor_cands(&kn, o, amax, r, nr, cs, ci, &scales[0])) {
         if (obj)
             for (unsigned q = 0; q < nr; q++) obj[q] = 0;
         return FEATHER_OK;
     }
-    float cs[FEATHER_GRID_MAX], ci[FEATHER_GRID_MAX];
-    double ob[FEATHER_GRID_MAX];
-    kn.cands(sa, r, nr, cs, ci);
     float *rowtot = malloc(sizeof *rowtot * (size_t)n * nr);
     if (!rowtot) return feather_fail(err, FEATHER_E_NOMEM, "out of memory");
     st = row_pass(ctx, o, dt, w, n, k, r, nr, 2, cs, ci, NULL, rowtot, NULL, err);
