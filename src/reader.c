@@ -389,15 +389,18 @@ void feather_tensor_prefetch(feather_reader *r, const feather_tensor *t) {
  * more of each shard stays mapped. */
 #define RELEASE_BATCH ((uintptr_t)8 << 20)
 
+/* Gives the shard's gathered run back and starts an empty one (under rel_mu). */
+static void give_back(shard *s) {
+    if (s->rel_hi > s->rel_lo) (void)madvise((void *)s->rel_lo, s->rel_hi - s->rel_lo, MADV_DONTNEED);
+    s->rel_lo = s->rel_hi = 0;
+}
+
 void feather_tensor_release(feather_reader *r, const feather_tensor *t) {
     shard *s;
     uintptr_t lo, hi;
     if (!tensor_pages(r, t, &s, &lo, &hi)) return;
     pthread_mutex_lock(&r->rel_mu);
-    if (s->rel_hi > s->rel_lo && (hi < s->rel_lo || lo > s->rel_hi)) {
-        (void)madvise((void *)s->rel_lo, s->rel_hi - s->rel_lo, MADV_DONTNEED);
-        s->rel_lo = s->rel_hi = 0;
-    }
+    if (s->rel_hi > s->rel_lo && (hi < s->rel_lo || lo > s->rel_hi)) give_back(s);
     if (s->rel_hi == s->rel_lo) {
         s->rel_lo = lo;
         s->rel_hi = hi;
@@ -405,10 +408,7 @@ void feather_tensor_release(feather_reader *r, const feather_tensor *t) {
         if (lo < s->rel_lo) s->rel_lo = lo;
         if (hi > s->rel_hi) s->rel_hi = hi;
     }
-    if (s->rel_hi - s->rel_lo >= RELEASE_BATCH) {
-        (void)madvise((void *)s->rel_lo, s->rel_hi - s->rel_lo, MADV_DONTNEED);
-        s->rel_lo = s->rel_hi = 0;
-    }
+    if (s->rel_hi - s->rel_lo >= RELEASE_BATCH) give_back(s);
     pthread_mutex_unlock(&r->rel_mu);
 }
 
