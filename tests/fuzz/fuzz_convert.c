@@ -96,6 +96,19 @@ static uint8_t *read_all(const char *path, size_t *n) {
     return p;
 }
 
+/* The file at path still holds the n bytes at p (an input is never touched). */
+static void unchanged(const char *path, const void *p, size_t n, const char *what) {
+    size_t got;
+    uint8_t *again = read_all(path, &got);
+    if (got != n || memcmp(again, p, n)) die(what, path);
+    free(again);
+}
+
+/* A failure's message is one line. */
+static void one_line(const feather_error *err) {
+    if (!err->message[0] || strchr(err->message, '\n')) die("a failure without one line of message", err->message);
+}
+
 /* The directory holds the input and the output, or the input alone: no partial output, no
  * temporary file left behind. */
 static void only_input_left(int with_output) {
@@ -249,21 +262,19 @@ static void same_tensors(const char *a_path, const char *b_path) {
 /* Converts the input as two shards with o; as through_zstd, the result must be plain's. */
 static void through_shards(const feather_convert_options *o, int plain_ok) {
     if (!write_shards()) return;
-    size_t before[2], after;
+    size_t before[2];
     uint8_t *bytes[2];
     for (int s = 0; s < 2; s++) bytes[s] = read_all(shard_path[s], &before[s]);
     feather_convert_result res;
     feather_error err = {0};
     const feather_status st = feather_convert(ctx, idx_path, sout_path, o, &res, &err);
     for (int s = 0; s < 2; s++) {
-        uint8_t *again = read_all(shard_path[s], &after);
-        if (after != before[s] || memcmp(again, bytes[s], after)) die("a shard of the input was changed", NULL);
-        free(again);
+        unchanged(shard_path[s], bytes[s], before[s], "a shard of the input was changed");
         free(bytes[s]);
     }
     struct stat sb;
     if (st != FEATHER_OK && stat(sout_path, &sb) == 0) die("output left by a failed sharded conversion", NULL);
-    if (st != FEATHER_OK && (!err.message[0] || strchr(err.message, '\n'))) die("a failure without one line of message", err.message);
+    if (st != FEATHER_OK) one_line(&err);
     if ((st == FEATHER_OK) != plain_ok) die("sharded input converts otherwise than the plain file", st ? err.message : "it succeeds");
     if (st == FEATHER_OK) {
         same_tensors(out_path, sout_path);
@@ -312,10 +323,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         feather_error err = {0};
         unlink(out_path);
         const feather_status st = feather_convert(ctx, in_path, out_path, &o, &res, &err);
-        size_t n;
-        uint8_t *again = read_all(in_path, &n);
-        if (n != size || memcmp(again, data, size)) die("the input was changed", NULL);
-        free(again);
+        unchanged(in_path, data, size, "the input was changed");
         only_input_left(st == FEATHER_OK);
         if (i == 0) {
             const size_t cap = ZSTD_compressBound(size);
@@ -329,11 +337,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             only_input_left(st == FEATHER_OK);
         }
         if (st != FEATHER_OK) {
-            if (!err.message[0] || strchr(err.message, '\n')) die("a failure without one line of message", err.message);
+            one_line(&err);
             continue;
         }
         verify_must(out_path, 1, in_path);
         /* A byte of a converted tensor's data changed: its recorded hash must catch it. */
+        size_t n;
         uint8_t *out = read_all(out_path, &n);
         uint64_t hlen;
         memcpy(&hlen, out, 8);
